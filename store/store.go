@@ -1,0 +1,153 @@
+// Package store owns hookd's Postgres schema "webhooks": its migrations, the
+// connection pool and every query hookd runs. It is the only package that
+// imports pgx error types; callers branch on the sentinel errors defined here
+// (ErrNotFound, ...). It never talks to Kafka or to endpoints.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when a row asked for by id does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Config configures the Postgres connection.
+type Config struct {
+	// DatabaseURL is a libpq connection string or URL. Empty means the
+	// standard PG* environment variables (PGHOST, PGPORT, PGUSER, ...).
+	// Defaults to "".
+	DatabaseURL string
+	// MaxConns caps the pool. Defaults to 10.
+	MaxConns int32
+	// ConnectTimeout bounds establishing a connection. Defaults to 5s.
+	ConnectTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxConns == 0 {
+		c.MaxConns = 10
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 5 * time.Second
+	}
+}
+
+func (c *Config) validate() error {
+	if c.MaxConns < 1 {
+		return fmt.Errorf("database max conns: must be at least 1, got %d", c.MaxConns)
+	}
+	if c.ConnectTimeout < 0 {
+		return fmt.Errorf("database connect timeout: must not be negative, got %s", c.ConnectTimeout)
+	}
+	return nil
+}
+
+// Store is the handle on hookd's Postgres schema.
+type Store struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+// ParsePoolConfig validates cfg and turns it into a pgxpool config, so that a
+// malformed URL is reported before anything connects.
+func ParsePoolConfig(cfg Config) (*pgxpool.Config, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %s", describeParseError(err))
+	}
+	pc.MaxConns = cfg.MaxConns
+	pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	return pc, nil
+}
+
+// Open connects to Postgres and checks that it answers within the connect
+// timeout.
+func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) {
+	pc, err := ParsePoolConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	s := &Store{pool: pool, logger: logger}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %s:%d unreachable: %s", pc.ConnConfig.Host, pc.ConnConfig.Port, oneLine(err))
+	}
+	return s, nil
+}
+
+// Pool exposes the pool to packages that run their own SQL in a caller's
+// transaction (producer's outbox helper) or need a dedicated connection
+// (LISTEN, replication).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close releases every connection.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that Postgres answers a query.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var one int
+	if err := s.pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return translate(err)
+	}
+	return nil
+}
+
+// translate maps pgx errors onto this package's sentinels.
+func translate(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// oneLine shortens pgx connection errors, which nest every address tried,
+// to their last and most telling cause.
+func oneLine(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		if u := errors.Unwrap(connErr); u != nil {
+			return lastCause(u).Error()
+		}
+	}
+	return lastCause(err).Error()
+}
+
+func lastCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func describeParseError(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return pe.Error()
+	}
+	return err.Error()
+}
