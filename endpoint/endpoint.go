@@ -1,0 +1,261 @@
+// Package endpoint owns the endpoint model (where deliveries go and which
+// event types they subscribe to), the subscription matching rules, the
+// generation of endpoint ids and signing secrets, and the in-memory Index
+// that the router and the dispatcher read on their hot paths. The Index is
+// refreshed by Postgres LISTEN/NOTIFY through a Source; this package never
+// runs SQL itself, never queries per event, and never sends HTTP.
+package endpoint
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Status is an endpoint's lifecycle state.
+type Status string
+
+// Statuses, as stored in webhooks.endpoints.status.
+const (
+	StatusActive   Status = "active"
+	StatusDisabled Status = "disabled"
+)
+
+// Endpoint is one row of webhooks.endpoints. Values handed out by the Index
+// are shared and must be treated as read-only.
+type Endpoint struct {
+	ID          string `json:"id"`
+	Account     string `json:"account"`
+	URL         string `json:"url"`
+	Description string `json:"description"`
+	// Secrets are the signing secrets, current first; several while a
+	// rotation is in progress.
+	Secrets []string `json:"secrets"`
+	// EventTypes are the subscribed event types; empty means all. A "*"
+	// matches any run of characters, dots included ("invoice.*").
+	EventTypes []string `json:"event_types"`
+	Status     Status   `json:"status"`
+	// MaxInFlight, Timeout and RatePerSec are per-endpoint limits; zero
+	// means the dispatcher's default.
+	MaxInFlight    int           `json:"max_in_flight,omitempty"`
+	Timeout        time.Duration `json:"timeout_ns,omitempty"`
+	RatePerSec     float64       `json:"rate_per_sec,omitempty"`
+	FailingSince   time.Time     `json:"failing_since,omitzero"`
+	DisabledReason string        `json:"disabled_reason,omitempty"`
+	DisabledAt     time.Time     `json:"disabled_at,omitzero"`
+	CreatedAt      time.Time     `json:"created_at,omitzero"`
+	UpdatedAt      time.Time     `json:"updated_at,omitzero"`
+}
+
+// Active reports whether the endpoint receives new deliveries.
+func (e *Endpoint) Active() bool { return e.Status == StatusActive }
+
+// Subscribes reports whether the endpoint's event-type filter accepts
+// eventType. It ignores the status.
+func (e *Endpoint) Subscribes(eventType string) bool {
+	if len(e.EventTypes) == 0 {
+		return true
+	}
+	for _, p := range e.EventTypes {
+		if MatchType(p, eventType) {
+			return true
+		}
+	}
+	return false
+}
+
+// MatchType reports whether the event type t matches pattern, where "*"
+// matches any run of characters (possibly empty, dots included) and every
+// other character matches itself. "*" alone matches every type;
+// "invoice.*" matches "invoice.paid" and "invoice.payment.failed" but not
+// "invoice"; "*.created" matches "customer.created".
+func MatchType(pattern, t string) bool {
+	// Iterative wildcard matching with single-star backtracking: linear in
+	// practice, never exponential.
+	p, s := 0, 0
+	star, mark := -1, 0
+	for s < len(t) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, s
+			p++
+		case p < len(pattern) && pattern[p] == t[s]:
+			p++
+			s++
+		case star >= 0:
+			p = star + 1
+			mark++
+			s = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+// Limits on user-supplied fields.
+const (
+	MaxAccountLen   = 255
+	MaxTypeLen      = 255
+	MaxURLLen       = 2048
+	MaxEventTypes   = 100
+	MaxSecrets      = 10
+	minSecretBytes  = 24
+	maxSecretBytes  = 64
+	secretPrefix    = "whsec_"
+	idPrefix        = "ep_"
+	maxDescriptionL = 1024
+)
+
+// ErrInvalid is wrapped by every validation error of this package.
+var ErrInvalid = errors.New("invalid endpoint")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// NewID returns a fresh endpoint id: "ep_" and 26 lowercase base32
+// characters (128 random bits).
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return idPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// NewSecret returns a fresh Standard Webhooks signing secret: "whsec_" and
+// the base64 of 32 random bytes.
+func NewSecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return secretPrefix + base64.StdEncoding.EncodeToString(b[:])
+}
+
+// SecretKey decodes a "whsec_<base64>" secret into its HMAC key.
+func SecretKey(secret string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(secret, secretPrefix)
+	if !ok {
+		return nil, invalid("secret must start with %q", secretPrefix)
+	}
+	key, err := base64.StdEncoding.DecodeString(rest)
+	if err != nil {
+		return nil, invalid("secret: the part after %q is not standard base64", secretPrefix)
+	}
+	if len(key) < minSecretBytes || len(key) > maxSecretBytes {
+		return nil, invalid("secret: must decode to %d..%d bytes, got %d", minSecretBytes, maxSecretBytes, len(key))
+	}
+	return key, nil
+}
+
+// ValidateID checks an endpoint id given by an operator: 1..255 printable
+// ASCII characters without spaces (it travels as a Kafka key and header).
+func ValidateID(id string) error {
+	if !printableToken(id, MaxAccountLen) {
+		return invalid("id %q: must be 1..%d printable ASCII characters without spaces", id, MaxAccountLen)
+	}
+	return nil
+}
+
+// ValidateAccount checks an account name: 1..255 printable ASCII characters
+// without spaces.
+func ValidateAccount(account string) error {
+	if !printableToken(account, MaxAccountLen) {
+		return invalid("account %q: must be 1..%d printable ASCII characters without spaces", account, MaxAccountLen)
+	}
+	return nil
+}
+
+// ValidatePattern checks one event-type filter entry.
+func ValidatePattern(p string) error {
+	if !printableToken(p, MaxTypeLen) {
+		return invalid("event type %q: must be 1..%d printable ASCII characters without spaces", p, MaxTypeLen)
+	}
+	return nil
+}
+
+// ValidateURL checks an endpoint URL: absolute http or https with a host.
+// Whether the host may be private is the dispatcher's decision at send time.
+func ValidateURL(raw string) error {
+	if raw == "" || len(raw) > MaxURLLen {
+		return invalid("url: must be 1..%d characters", MaxURLLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return invalid("url %q: %v", raw, errors.Unwrap(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return invalid("url %q: scheme must be http or https", raw)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return invalid("url %q: has no host", raw)
+	}
+	if u.User != nil {
+		return invalid("url %q: must not carry credentials", raw)
+	}
+	return nil
+}
+
+// Validate checks every field an operator can set.
+func (e *Endpoint) Validate() error {
+	if err := ValidateID(e.ID); err != nil {
+		return err
+	}
+	if err := ValidateAccount(e.Account); err != nil {
+		return err
+	}
+	if err := ValidateURL(e.URL); err != nil {
+		return err
+	}
+	if len(e.Description) > maxDescriptionL {
+		return invalid("description: at most %d characters, got %d", maxDescriptionL, len(e.Description))
+	}
+	if len(e.Secrets) == 0 || len(e.Secrets) > MaxSecrets {
+		return invalid("secrets: must hold 1..%d secrets, got %d", MaxSecrets, len(e.Secrets))
+	}
+	for _, s := range e.Secrets {
+		if _, err := SecretKey(s); err != nil {
+			return err
+		}
+	}
+	if len(e.EventTypes) > MaxEventTypes {
+		return invalid("event types: at most %d, got %d", MaxEventTypes, len(e.EventTypes))
+	}
+	for _, p := range e.EventTypes {
+		if err := ValidatePattern(p); err != nil {
+			return err
+		}
+	}
+	switch e.Status {
+	case StatusActive, StatusDisabled:
+	default:
+		return invalid("status %q: must be active or disabled", e.Status)
+	}
+	switch {
+	case e.MaxInFlight < 0:
+		return invalid("max in flight: must not be negative, got %d", e.MaxInFlight)
+	case e.Timeout < 0 || (e.Timeout > 0 && e.Timeout < time.Millisecond):
+		return invalid("timeout: must be 0 (default) or at least 1ms, got %s", e.Timeout)
+	case e.RatePerSec < 0:
+		return invalid("rate: must not be negative, got %g", e.RatePerSec)
+	}
+	return nil
+}
+
+func printableToken(s string, maxLen int) bool {
+	if s == "" || len(s) > maxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,259 @@
+// Package hookdcli is the command line of the hookd daemon: flags mirrored by
+// HOOKD_* environment variables (kong), one command per role plus `run`
+// (every role in one process), `migrate` and `broker`. It turns flags into
+// component configs and hands them to package daemon; it holds no logic of
+// its own.
+package hookdcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/daemon"
+	"github.com/hookd/hookd/embedded"
+	"github.com/hookd/hookd/internal/version"
+	"github.com/hookd/hookd/kafkaconn"
+	"github.com/hookd/hookd/retrytiers"
+	"github.com/hookd/hookd/store"
+	"github.com/hookd/hookd/topics"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // hookd ran and failed
+	ExitUsage   = 2 // bad flags or configuration, or a dependency unreachable at start-up
+)
+
+// CLI is the hookd command line.
+type CLI struct {
+	LogFormat string `name:"log-format" enum:"text,json" default:"text" env:"HOOKD_LOG_FORMAT" help:"Log format: text or json."`
+	LogLevel  string `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"HOOKD_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
+
+	Run     RunCmd     `cmd:"" help:"Run every role in one process; embedded Kafka unless --brokers is set."`
+	Migrate MigrateCmd `cmd:"" help:"Apply the Postgres schema (idempotent) and exit."`
+	Broker  BrokerCmd  `cmd:"" help:"Run only the embedded Kafka broker (for running roles as separate processes on one machine)."`
+	Version VersionCmd `cmd:"" help:"Print the version and exit."`
+}
+
+// PostgresFlags select the database.
+type PostgresFlags struct {
+	DatabaseURL string `name:"database-url" env:"HOOKD_DATABASE_URL,DATABASE_URL" help:"Postgres URL (postgres://user:pass@host:5432/db). Empty uses the standard PG* variables."`
+}
+
+func (f PostgresFlags) storeConfig() store.Config { return store.Config{DatabaseURL: f.DatabaseURL} }
+
+// KafkaFlags select the cluster and the topics.
+type KafkaFlags struct {
+	Brokers       []string `name:"brokers" env:"HOOKD_BROKERS" sep:"," help:"Kafka seed brokers, comma-separated host:port. Empty with 'hookd run' starts the embedded broker."`
+	ClientID      string   `name:"client-id" default:"hookd" env:"HOOKD_CLIENT_ID" help:"Kafka client id."`
+	TopicPrefix   string   `name:"topic-prefix" default:"webhooks" env:"HOOKD_TOPIC_PREFIX" help:"Prefix of every topic name."`
+	Partitions    int32    `name:"partitions" default:"12" env:"HOOKD_PARTITIONS" help:"Partition count of the hookd topics (deliveries, retry tiers and DLQ share it)."`
+	RetrySchedule string   `name:"retry-schedule" default:"${retry_schedule}" env:"HOOKD_RETRY_SCHEDULE" help:"Retry tier delays, comma-separated, increasing; one topic each."`
+}
+
+func (f KafkaFlags) kafkaConfigs() (kafkaconn.Config, topics.Config, error) {
+	sched, err := retrytiers.ParseSchedule(f.RetrySchedule)
+	if err != nil {
+		return kafkaconn.Config{}, topics.Config{}, err
+	}
+	var brokers []string
+	for _, b := range f.Brokers {
+		if b = strings.TrimSpace(b); b != "" {
+			brokers = append(brokers, b)
+		}
+	}
+	return kafkaconn.Config{Brokers: brokers, ClientID: f.ClientID},
+		topics.Config{Prefix: f.TopicPrefix, Partitions: f.Partitions, Schedule: sched}, nil
+}
+
+// EmbeddedFlags configure the embedded broker.
+type EmbeddedFlags struct {
+	DataDir     string `name:"data-dir" default:"./data" env:"HOOKD_DATA_DIR" help:"Where the embedded broker keeps its topics and records."`
+	KafkaListen string `name:"kafka-listen" default:"127.0.0.1:9092" env:"HOOKD_KAFKA_LISTEN" help:"Address the embedded broker listens on (kcat -b <this>)."`
+}
+
+func (f EmbeddedFlags) embeddedConfig() embedded.Config {
+	return embedded.Config{DataDir: f.DataDir, Listen: f.KafkaListen}
+}
+
+// DaemonFlags are shared by every long-running command.
+type DaemonFlags struct {
+	PostgresFlags
+	KafkaFlags
+	Listen           string        `name:"listen" default:"127.0.0.1:8080" env:"HOOKD_LISTEN" help:"HTTP address for /healthz, /readyz, /metrics and the API."`
+	NoMigrate        bool          `name:"no-migrate" env:"HOOKD_NO_MIGRATE" help:"Do not apply the Postgres schema at start-up."`
+	AttemptRetention time.Duration `name:"attempt-retention" default:"720h" env:"HOOKD_ATTEMPT_RETENTION" help:"Drop attempt-log partitions older than this."`
+}
+
+func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
+	kc, tc, err := f.kafkaConfigs()
+	if err != nil {
+		return daemon.Config{}, err
+	}
+	return daemon.Config{
+		Kafka:            kc,
+		Postgres:         f.storeConfig(),
+		Topics:           tc,
+		HTTP:             api.Config{Listen: f.Listen},
+		Migrate:          !f.NoMigrate,
+		AttemptRetention: f.AttemptRetention,
+	}, nil
+}
+
+// requireBrokers is for the single-role commands: only `run` and `broker`
+// embed Kafka.
+func (f DaemonFlags) requireBrokers(cmd string) error {
+	if len(f.Brokers) == 0 {
+		return fmt.Errorf("hookd %s needs --brokers (or HOOKD_BROKERS); only 'hookd run' starts an embedded broker", cmd)
+	}
+	return nil
+}
+
+// usageError marks an error in the command line or configuration.
+type usageError struct{ error }
+
+func usage(err error) error { return usageError{err} }
+
+// Main runs hookd with args (without the program name) and returns the exit
+// code. Signals cancel ctx.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cli CLI
+	exitCode := -1
+	parser, err := kong.New(&cli,
+		kong.Name("hookd"),
+		kong.Description("hookd delivers webhooks: Postgres outbox and Kafka ingress in, signed HTTP out, with retry tiers and a dead-letter topic."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exitCode = code }),
+		kong.Vars{"retry_schedule": retrytiers.DefaultSchedule},
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "hookd: %v\n", err)
+		return ExitFailure
+	}
+	kctx, err := parser.Parse(args)
+	if exitCode >= 0 { // --help or similar
+		return exitCode
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "hookd: %v (see hookd --help)\n", err)
+		return ExitUsage
+	}
+	logger := newLogger(stderr, cli.LogFormat, cli.LogLevel)
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	kctx.BindTo(stdout, (*io.Writer)(nil))
+	err = kctx.Run(logger)
+	return exitFor(stderr, err)
+}
+
+func exitFor(stderr io.Writer, err error) int {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "hookd: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+	var ue usageError
+	var se *daemon.StartupError
+	if errors.As(err, &ue) || errors.As(err, &se) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// RunCmd runs every role in one process.
+type RunCmd struct {
+	DaemonFlags
+	EmbeddedFlags
+}
+
+// Run implements `hookd run`.
+func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	cfg, err := c.daemonConfig()
+	if err != nil {
+		return usage(err)
+	}
+	if len(cfg.Kafka.Brokers) == 0 {
+		e := c.embeddedConfig()
+		cfg.Embedded = &e
+	}
+	return daemon.Run(ctx, cfg, logger, c.roles())
+}
+
+// roles lists what `hookd run` runs; each role's command adds itself here.
+func (c *RunCmd) roles() []daemon.RoleFactory {
+	return nil
+}
+
+// MigrateCmd applies the schema.
+type MigrateCmd struct {
+	PostgresFlags
+}
+
+// Run implements `hookd migrate`.
+func (c *MigrateCmd) Run(ctx context.Context, logger *slog.Logger, stdout io.Writer) error {
+	if _, err := store.ParsePoolConfig(c.storeConfig()); err != nil {
+		return usage(err)
+	}
+	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	st, err := store.Open(openCtx, c.storeConfig(), logger)
+	cancel()
+	if err != nil {
+		return usage(err)
+	}
+	defer st.Close()
+	res, err := st.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	if len(res.Applied) == 0 {
+		fmt.Fprintf(stdout, "schema up to date at version %d\n", res.Version)
+		return nil
+	}
+	fmt.Fprintf(stdout, "applied %d migration(s); schema now at version %d\n", len(res.Applied), res.Version)
+	return nil
+}
+
+// BrokerCmd runs only the embedded broker.
+type BrokerCmd struct {
+	EmbeddedFlags
+}
+
+// Run implements `hookd broker`.
+func (c *BrokerCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	b, err := embedded.Start(ctx, c.embeddedConfig(), logger)
+	if err != nil {
+		return usage(err)
+	}
+	<-ctx.Done()
+	b.Close()
+	logger.Info("embedded kafka stopped")
+	return nil
+}
+
+// VersionCmd prints the version.
+type VersionCmd struct{}
+
+// Run implements `hookd version`.
+func (VersionCmd) Run(stdout io.Writer) error {
+	fmt.Fprintln(stdout, "hookd", version.Version)
+	return nil
+}
+
