@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"

@@ -285,7 +285,7 @@ func (x *Index) apply(ids []string, eps []Endpoint) {
 			}
 		}
 		for _, e := range fresh {
-			if e.Account == acct && !slices.Contains(list, e) {
+			if e.Account == acct {
 				list = append(list, e)
 			}
 		}

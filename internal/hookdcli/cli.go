@@ -256,4 +256,3 @@ func (VersionCmd) Run(stdout io.Writer) error {
 	fmt.Fprintln(stdout, "hookd", version.Version)
 	return nil
 }
-
