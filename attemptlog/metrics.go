@@ -1,0 +1,75 @@
+package attemptlog
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics of the writer. No label carries an endpoint or delivery id.
+type metrics struct {
+	batches      prometheus.Counter
+	batchSize    prometheus.Histogram
+	writeSeconds prometheus.Histogram
+	lag          prometheus.Gauge
+	postgresUp   prometheus.Gauge
+	records      *prometheus.CounterVec
+	writeErrors  *prometheus.CounterVec
+	commitErrors prometheus.Counter
+	attempts     *prometheus.CounterVec
+	dlq          *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookd_attempt_log_batches_total",
+			Help: "Batches of attempt records committed to Postgres.",
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookd_attempt_log_batch_records",
+			Help:    "Attempt records per committed batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8), // 1 .. 16384
+		}),
+		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookd_attempt_log_write_seconds",
+			Help:    "Time to write one batch, retries during an outage included.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_attempt_log_lag_seconds",
+			Help: "Age of the oldest record of the batch last written or being retried (Kafka timestamp to now). Grows during a Postgres outage.",
+		}),
+		postgresUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_attempt_log_postgres_up",
+			Help: "1 if the last attempt-log write succeeded, 0 while the writer is retrying a failed one.",
+		}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookd_attempt_log_records_total",
+			Help: "Attempt records consumed, by result: inserted, duplicate (already in the log), invalid (skipped, logged).",
+		}, []string{"result"}),
+		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookd_attempt_log_write_errors_total",
+			Help: "Failed attempt-log writes, by kind: transient (retried) or invalid (the batch is split).",
+		}, []string{"kind"}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookd_attempt_log_commit_errors_total",
+			Help: "Kafka offset commits that failed after a successful write (the records are read again, as no-ops).",
+		}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookd_attempts_total",
+			Help: "Delivery attempts logged, by attempt number (1..15, then 16+) and outcome; success rate by attempt number is outcome=\"delivered\" over all.",
+		}, []string{"attempt", "outcome"}),
+		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookd_dlq_records_total",
+			Help: "Deliveries dead-lettered, by reason, counted from the attempt log.",
+		}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.batches, m.batchSize, m.writeSeconds, m.lag, m.postgresUp,
+		m.records, m.writeErrors, m.commitErrors, m.attempts, m.dlq} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering attempt log metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,388 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/hookd/hookd/attempt"
+)
+
+// ErrInvalidData wraps a write Postgres refused because of the data itself
+// (SQLSTATE classes 22 and 23): retrying the same rows can never succeed.
+// Any other write error is presumed transient (connection lost, server
+// restarting, deadlock, lock timeout) and worth retrying.
+var ErrInvalidData = errors.New("invalid data")
+
+// maxTextLen caps the free-text fields of an attempt row (error, response
+// excerpt) so that one huge answer cannot bloat the log.
+const maxTextLen = 8 << 10
+
+// WriteAttemptsParams is one batch for WriteAttempts.
+type WriteAttemptsParams struct {
+	// Records are the attempts to append, in any order; duplicates (same
+	// attempt id and start time) are written once.
+	Records []*attempt.Record
+	// Now is the clock of the writer: it stamps disabled_at and decides
+	// whether an endpoint has been failing for DisableAfter.
+	Now time.Time
+	// DisableAfter is how long an endpoint may fail continuously before it is
+	// disabled. Zero never disables for duration (a 410 still disables).
+	DisableAfter time.Duration
+}
+
+// WriteAttemptsResult says what one batch changed.
+type WriteAttemptsResult struct {
+	// Inserted holds the attempt ids appended by this call. A record already
+	// in the log (a redelivery) is absent: it changed nothing.
+	Inserted map[string]bool
+	// Disabled lists the endpoints this batch disabled.
+	Disabled []DisabledEndpoint
+}
+
+// Disable reasons, the machine-readable prefix of
+// webhooks.endpoints.disabled_reason.
+const (
+	// DisableReasonGone: the endpoint answered 410 Gone.
+	DisableReasonGone = "gone"
+	// DisableReasonFailing: the endpoint failed continuously for longer
+	// than the disable-after setting.
+	DisableReasonFailing = "failing"
+)
+
+// DisabledEndpoint is an endpoint hookd disabled.
+type DisabledEndpoint struct {
+	ID      string
+	Account string
+	URL     string
+	// Reason is DisableReasonGone, DisableReasonFailing, or, for an endpoint
+	// disabled by another tool, the text of disabled_reason before its first ':'.
+	Reason string
+	// Detail is the whole disabled_reason text.
+	Detail string
+	// FailingSince is when the current run of failures started; zero if unknown.
+	FailingSince time.Time
+	DisabledAt   time.Time
+}
+
+// attemptInColumns are the columns of the per-session staging table that
+// WriteAttempts COPYs a batch into.
+var attemptInColumns = []string{
+	"attempt_id", "delivery_id", "event_id", "event_type", "endpoint_id", "account", "event_created_at",
+	"attempt", "tier", "started_at", "duration_ms", "status_code", "outcome", "error_class", "error",
+	"response_excerpt", "next_action", "next_due_at", "dead_reason", "dlq_topic", "dlq_partition",
+	"dlq_offset", "replay_id",
+}
+
+// The staging table lives as long as the connection and empties itself at
+// every commit, so a batch costs no catalog churn.
+const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
+	attempt_id text NOT NULL, delivery_id text NOT NULL, event_id text NOT NULL, event_type text NOT NULL,
+	endpoint_id text NOT NULL, account text NOT NULL, event_created_at timestamptz NOT NULL,
+	attempt integer NOT NULL, tier text NOT NULL, started_at timestamptz NOT NULL, duration_ms integer NOT NULL,
+	status_code integer, outcome text NOT NULL, error_class text, error text, response_excerpt text,
+	next_action text NOT NULL, next_due_at timestamptz, dead_reason text, dlq_topic text, dlq_partition integer,
+	dlq_offset bigint, replay_id text, fresh boolean NOT NULL DEFAULT false
+) ON COMMIT DELETE ROWS`
+
+// Append the batch; mark in staging the rows that were new to the log. Only
+// those change delivery state and endpoint health, so a redelivered record
+// never counts twice.
+const insertAttempts = `WITH ins AS (
+	INSERT INTO webhooks.attempts (attempt_id, delivery_id, event_id, endpoint_id, attempt, tier, started_at,
+		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id)
+	SELECT attempt_id, delivery_id, event_id, endpoint_id, attempt, tier, started_at,
+		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id
+	FROM hookd_attempts_in
+	ON CONFLICT DO NOTHING
+	RETURNING attempt_id, started_at
+)
+UPDATE hookd_attempts_in i SET fresh = true FROM ins
+WHERE i.attempt_id = ins.attempt_id AND i.started_at = ins.started_at
+RETURNING i.attempt_id`
+
+// deliverySource is, per delivery of the batch, its newest new attempt (by
+// start time, then attempt number) and its highest attempt number.
+const deliverySource = `WITH f AS (SELECT * FROM hookd_attempts_in WHERE fresh),
+latest AS (
+	SELECT DISTINCT ON (delivery_id) * FROM f ORDER BY delivery_id, started_at DESC, attempt DESC, attempt_id DESC
+),
+src AS (
+	SELECT l.*, m.max_attempt,
+		CASE l.next_action WHEN 'done' THEN 'delivered' WHEN 'dead_letter' THEN 'dead' WHEN 'retry' THEN 'retrying' END AS new_status,
+		COALESCE(NULLIF(l.error, ''), NULLIF(l.error_class, '')) AS last_error,
+		l.started_at + make_interval(secs => l.duration_ms / 1000.0) AS finished_at
+	FROM latest l JOIN (SELECT delivery_id, max(attempt) AS max_attempt FROM f GROUP BY delivery_id) m USING (delivery_id)
+)
+`
+
+// Create the rows the router has not inserted yet, with the state of their
+// newest attempt; raise the attempt count of the others.
+const upsertDeliveries = deliverySource + `
+INSERT INTO webhooks.deliveries AS d (id, event_id, endpoint_id, account, event_type, status, attempts,
+	last_status_code, last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset,
+	event_created_at, delivered_at, last_attempt_at)
+SELECT delivery_id, event_id, endpoint_id, account, event_type, COALESCE(new_status, 'pending'), max_attempt,
+	status_code, last_error,
+	CASE WHEN new_status = 'retrying' THEN next_due_at END,
+	CASE WHEN new_status = 'dead' THEN dead_reason END,
+	CASE WHEN new_status = 'dead' THEN dlq_topic END,
+	CASE WHEN new_status = 'dead' THEN dlq_partition END,
+	CASE WHEN new_status = 'dead' THEN dlq_offset END,
+	event_created_at,
+	CASE WHEN new_status = 'delivered' THEN finished_at END,
+	CASE WHEN new_status IS NOT NULL THEN started_at END
+FROM src
+ORDER BY delivery_id
+ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, updated_at = now()
+WHERE d.attempts < EXCLUDED.attempts`
+
+// Move existing rows to the state of their newest attempt when it is newer
+// than the one they reflect. A terminal row (delivered, dead) only moves on
+// for a replay's attempt, or from dead to delivered (the endpoint did get
+// it); never back to retrying because a stale or duplicated attempt arrived.
+const applyDeliveryState = deliverySource + `
+UPDATE webhooks.deliveries d SET
+	status = s.new_status,
+	last_status_code = s.status_code,
+	last_error = s.last_error,
+	next_due_at = CASE WHEN s.new_status = 'retrying' THEN s.next_due_at END,
+	dead_reason = CASE WHEN s.new_status = 'dead' THEN s.dead_reason END,
+	dlq_topic = CASE WHEN s.new_status = 'dead' THEN s.dlq_topic END,
+	dlq_partition = CASE WHEN s.new_status = 'dead' THEN s.dlq_partition END,
+	dlq_offset = CASE WHEN s.new_status = 'dead' THEN s.dlq_offset END,
+	delivered_at = CASE WHEN s.new_status = 'delivered' THEN s.finished_at END,
+	last_attempt_at = s.started_at,
+	updated_at = now()
+FROM src s
+WHERE d.id = s.delivery_id
+	AND s.new_status IS NOT NULL
+	AND (d.last_attempt_at IS NULL OR s.started_at > d.last_attempt_at)
+	AND (d.status NOT IN ('delivered', 'dead')
+		OR s.replay_id IS NOT NULL
+		OR (d.status = 'dead' AND s.new_status = 'delivered'))`
+
+// Failure and success, for endpoint health. Attempts that made no request
+// (circuit open, deferred, skipped) say nothing about the endpoint.
+const (
+	sqlSuccess  = `('delivered')`
+	sqlFailures = `('retry', 'gone', 'permanent', 'refused')`
+)
+
+// Record the newest success and failure of every endpoint of the batch.
+const upsertEndpointHealth = `INSERT INTO webhooks.endpoint_health AS h (endpoint_id, last_success_at, last_failure_at)
+SELECT endpoint_id,
+	max(started_at) FILTER (WHERE outcome IN ` + sqlSuccess + `),
+	max(started_at) FILTER (WHERE outcome IN ` + sqlFailures + `)
+FROM hookd_attempts_in
+WHERE fresh AND (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
+GROUP BY endpoint_id
+ORDER BY endpoint_id
+ON CONFLICT (endpoint_id) DO UPDATE SET
+	last_success_at = GREATEST(h.last_success_at, EXCLUDED.last_success_at),
+	last_failure_at = GREATEST(h.last_failure_at, EXCLUDED.last_failure_at)`
+
+// healthBase is, per endpoint, the instant after which a failure counts:
+// its newest success or its re-enabling, whichever is later.
+const healthBase = `COALESCE(GREATEST(h.last_success_at, h.reset_at), '-infinity'::timestamptz)`
+
+// failing_since is the first failure after the newest success (or reset):
+// cleared by a success newer than it, set by a failure newer than the last
+// success. It changes only on transitions, so the endpoint row (and its
+// NOTIFY) is not rewritten for every attempt.
+const updateFailingSince = `UPDATE webhooks.endpoints e SET failing_since = n.fs, updated_at = now()
+FROM (
+	SELECT e2.id, LEAST(
+		CASE WHEN e2.failing_since > ` + healthBase + ` THEN e2.failing_since END,
+		(SELECT min(i.started_at) FROM hookd_attempts_in i
+			WHERE i.fresh AND i.endpoint_id = e2.id AND i.outcome IN ` + sqlFailures + `
+			AND i.started_at > ` + healthBase + `)
+	) AS fs
+	FROM webhooks.endpoints e2
+	LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e2.id
+	WHERE e2.id IN (SELECT endpoint_id FROM hookd_attempts_in WHERE fresh)
+	ORDER BY e2.id
+) n
+WHERE e.id = n.id AND e.failing_since IS DISTINCT FROM n.fs`
+
+// disabledReasonFailing renders the disabled_reason of an endpoint failing
+// for too long; $3 is the disable-after setting as text.
+const disabledReasonFailing = `'` + DisableReasonFailing + `: failing continuously since ' ||
+	to_char(e.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ', longer than ' || $3::text`
+
+const disabledReasonGone = `'` + DisableReasonGone + `: the endpoint answered 410 Gone'`
+
+const disabledReturning = `RETURNING e.id, e.account, e.url, e.disabled_reason, e.failing_since, e.disabled_at`
+
+// Disable the active endpoints of the batch that answered 410 after their
+// last success, or whose failures started before the cutoff ($2).
+const disableFromBatch = `UPDATE webhooks.endpoints e SET
+	status = 'disabled', disabled_at = $1, disabled_notified_at = NULL, updated_at = now(),
+	disabled_reason = CASE WHEN g.gone THEN ` + disabledReasonGone + ` ELSE ` + disabledReasonFailing + ` END
+FROM (
+	SELECT e2.id, EXISTS (SELECT 1 FROM hookd_attempts_in i
+		WHERE i.fresh AND i.endpoint_id = e2.id AND i.outcome = 'gone' AND i.started_at > ` + healthBase + `) AS gone
+	FROM webhooks.endpoints e2
+	LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e2.id
+	WHERE e2.status = 'active' AND e2.id IN (SELECT endpoint_id FROM hookd_attempts_in WHERE fresh)
+	ORDER BY e2.id
+) g
+WHERE e.id = g.id AND e.status = 'active' AND (g.gone OR ($4 AND e.failing_since <= $2))
+` + disabledReturning
+
+// WriteAttempts appends a batch of attempt records to webhooks.attempts with
+// COPY, and in the same transaction moves each delivery's state row and each
+// endpoint's health on, then disables the endpoints that answered 410 or
+// have been failing for longer than DisableAfter. It is idempotent: records
+// already in the log change nothing. An error wrapping ErrInvalidData means
+// the batch can never be written as is; any other error is worth retrying.
+func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (WriteAttemptsResult, error) {
+	res := WriteAttemptsResult{Inserted: map[string]bool{}}
+	rows := attemptRows(p.Records)
+	if len(rows) == 0 {
+		return res, nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return res, wrapWriteError("beginning attempt batch", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	if _, err := tx.Exec(ctx, createAttemptIn); err != nil {
+		return res, wrapWriteError("creating attempt staging table", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"hookd_attempts_in"}, attemptInColumns, pgx.CopyFromRows(rows)); err != nil {
+		return res, wrapWriteError("copying attempts", err)
+	}
+	ids, err := txStrings(ctx, tx, insertAttempts)
+	if err != nil {
+		return res, wrapWriteError("appending attempts", err)
+	}
+	for _, id := range ids {
+		res.Inserted[id] = true
+	}
+	if len(ids) > 0 {
+		for _, step := range []struct{ what, sql string }{
+			{"creating delivery rows", upsertDeliveries},
+			{"updating delivery state", applyDeliveryState},
+			{"recording endpoint health", upsertEndpointHealth},
+			{"updating failing_since", updateFailingSince},
+		} {
+			if _, err := tx.Exec(ctx, step.sql); err != nil {
+				return res, wrapWriteError(step.what, err)
+			}
+		}
+		cutoff := p.Now.Add(-p.DisableAfter)
+		res.Disabled, err = collectDisabled(tx.Query(ctx, disableFromBatch, p.Now, cutoff, p.DisableAfter.String(), p.DisableAfter > 0))
+		if err != nil {
+			return res, wrapWriteError("disabling endpoints", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return WriteAttemptsResult{Inserted: map[string]bool{}}, wrapWriteError("committing attempt batch", err)
+	}
+	return res, nil
+}
+
+// attemptRows turns records into staging rows, once per (attempt id, start
+// time), with text made storable: Postgres refuses NUL bytes and invalid
+// UTF-8, which an endpoint's response may well contain.
+func attemptRows(recs []*attempt.Record) [][]any {
+	type key struct {
+		id      string
+		started time.Time
+	}
+	seen := make(map[key]bool, len(recs))
+	rows := make([][]any, 0, len(recs))
+	for _, r := range recs {
+		if r == nil {
+			continue
+		}
+		k := key{r.AttemptID, r.StartedAt.UTC()}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		created := r.EventCreated
+		if created.IsZero() {
+			created = r.StartedAt
+		}
+		var dlqTopic *string
+		var dlqPartition *int32
+		var dlqOffset *int64
+		if r.DLQ != nil {
+			t := cleanAttemptText(r.DLQ.Topic)
+			dlqTopic, dlqPartition, dlqOffset = &t, &r.DLQ.Partition, &r.DLQ.Offset
+		}
+		var nextDue *time.Time
+		if !r.NextDueAt.IsZero() {
+			nextDue = &r.NextDueAt
+		}
+		rows = append(rows, []any{
+			cleanAttemptText(r.AttemptID), cleanAttemptText(r.DeliveryID), cleanAttemptText(r.EventID), cleanAttemptText(r.EventType), cleanAttemptText(r.EndpointID),
+			cleanAttemptText(r.Account), created, int32(min(r.Attempt, math.MaxInt32)), cleanAttemptText(r.Tier), r.StartedAt,
+			int32(min(max(r.Duration.Milliseconds(), 0), math.MaxInt32)), nullStatusCode(r.StatusCode), cleanAttemptText(string(r.Outcome)),
+			nullAttemptText(r.ErrorClass), nullAttemptText(r.Error), nullAttemptText(r.ResponseExcerpt), cleanAttemptText(string(r.NextAction)),
+			nextDue, nullAttemptText(r.DeadReason), dlqTopic, dlqPartition, dlqOffset, nullAttemptText(r.ReplayID),
+		})
+	}
+	return rows
+}
+
+func cleanAttemptText(s string) string {
+	if len(s) > maxTextLen {
+		s = s[:maxTextLen]
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "")
+}
+
+func nullAttemptText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	c := cleanAttemptText(s)
+	return &c
+}
+
+func nullStatusCode(n int) *int32 {
+	if n == 0 {
+		return nil
+	}
+	v := int32(min(max(n, math.MinInt32), math.MaxInt32))
+	return &v
+}
+
+func txStrings(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]string, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// writeError wraps err for a write step, marking the errors that retrying
+// cannot fix with ErrInvalidData.
+func wrapWriteError(what string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+		return fmt.Errorf("%s: %w: %s", what, ErrInvalidData, oneLine(err))
+	}
+	return &writeStepError{msg: what + ": " + oneLine(err), err: err}
+}
+
+// writeStepError keeps the short message of oneLine while letting callers still
+// test the cause (context.Canceled, ...) with errors.Is.
+type writeStepError struct {
+	msg string
+	err error
+}
+
+func (e *writeStepError) Error() string { return e.msg }
+func (e *writeStepError) Unwrap() error { return e.err }
