@@ -137,9 +137,9 @@ func TestFanOutRespectsSubscriptions(t *testing.T) {
 		`{"id":"evt_2","account":"acct_1","type":"customer.created"}`,
 		`{"id":"evt_3","account":"acct_1","type":"charge.refunded"}`,
 		`{"id":"evt_4","account":"acct_3","type":"invoice.paid"}`, // no endpoint
-		`{"account":"acct_2","type":"invoice.paid"}`,               // id derived
-		`{"account":"acct_1","type":"invoice.paid"`,                // malformed
-		`{"account":"acct_1"}`,                                      // missing type
+		`{"account":"acct_2","type":"invoice.paid"}`,              // id derived
+		`{"account":"acct_1","type":"invoice.paid"`,               // malformed
+		`{"account":"acct_1"}`, // missing type
 	)
 	// evt_1 -> all, inv; evt_2 -> all, cust; evt_3 -> all; derived -> acct2.
 	recs := consume(t, e.kafka, e.names.Deliveries, 6, 20*time.Second)
