@@ -54,7 +54,12 @@ type MigrateResult struct {
 // Postgres advisory lock while it works.
 func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 	if _, err := s.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS webhooks"); err != nil {
-		return MigrateResult{}, fmt.Errorf("creating schema webhooks: %s", oneLine(err))
+		// Two processes racing on IF NOT EXISTS: one loses with a unique
+		// violation, and the schema is there all the same.
+		var exists bool
+		if qerr := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'webhooks')").Scan(&exists); qerr != nil || !exists {
+			return MigrateResult{}, fmt.Errorf("creating schema webhooks: %s", oneLine(err))
+		}
 	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()

@@ -28,11 +28,24 @@ func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ah
 	if retention < 24*time.Hour {
 		return res, fmt.Errorf("attempt retention: must be at least 24h, got %s", retention)
 	}
+	// Several hookd processes run this at start-up; serialise them, since
+	// concurrent CREATE TABLE IF NOT EXISTS can still collide.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return res, fmt.Errorf("attempt partitions: %s", oneLine(err))
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", partitionLockKey); err != nil {
+		return res, fmt.Errorf("attempt partitions lock: %s", oneLine(err))
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", partitionLockKey)
+	}()
 	today := now.UTC().Truncate(24 * time.Hour)
 	for i := 0; i <= ahead; i++ {
 		from := today.AddDate(0, 0, i)
 		name := attemptPartitionName(from)
-		_, err := s.pool.Exec(ctx, fmt.Sprintf(
+		_, err := conn.Exec(ctx, fmt.Sprintf(
 			`CREATE TABLE IF NOT EXISTS webhooks.%s PARTITION OF webhooks.attempts FOR VALUES FROM ('%s') TO ('%s')`,
 			name, from.Format(time.RFC3339), from.AddDate(0, 0, 1).Format(time.RFC3339)))
 		if err != nil {
@@ -53,7 +66,7 @@ func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ah
 		if day.AddDate(0, 0, 1).After(cutoff) {
 			continue
 		}
-		if _, err := s.pool.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS webhooks.%s`, name)); err != nil {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS webhooks.%s`, name)); err != nil {
 			return res, fmt.Errorf("dropping attempt partition %s: %s", name, oneLine(err))
 		}
 		res.Dropped = append(res.Dropped, name)
@@ -88,6 +101,10 @@ func (s *Store) attemptPartitions(ctx context.Context) ([]string, error) {
 func (s *Store) AttemptPartitions(ctx context.Context) ([]string, error) {
 	return s.attemptPartitions(ctx)
 }
+
+// partitionLockKey is the advisory lock serialising partition maintenance
+// ("hookdpar" in ASCII).
+const partitionLockKey int64 = 0x686f6f6b64706172
 
 func attemptPartitionName(day time.Time) string {
 	return "attempts_p" + day.Format("20060102")

@@ -61,6 +61,9 @@ type KafkaFlags struct {
 }
 
 func (f KafkaFlags) kafkaConfigs() (kafkaconn.Config, topics.Config, error) {
+	if f.Partitions < 1 { // 0 would mean "the default" to topics.Config
+		return kafkaconn.Config{}, topics.Config{}, fmt.Errorf("partitions: must be between 1 and 10000, got %d", f.Partitions)
+	}
 	sched, err := retrytiers.ParseSchedule(f.RetrySchedule)
 	if err != nil {
 		return kafkaconn.Config{}, topics.Config{}, err
@@ -97,7 +100,7 @@ type DaemonFlags struct {
 func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
 	kc, tc, err := f.kafkaConfigs()
 	if err != nil {
-		return daemon.Config{}, err
+		return daemon.Config{}, usage(err)
 	}
 	return daemon.Config{
 		Kafka:            kc,

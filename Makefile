@@ -1,0 +1,55 @@
+# hookd — run `make` for the list of targets.
+SHELL := /bin/sh
+GO ?= go
+BIN := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Static, reproducible binaries: the same flags the Dockerfile uses.
+LDFLAGS := -s -w -X github.com/hookd/hookd/internal/version.Version=$(VERSION)
+export CGO_ENABLED ?= 0
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@echo "hookd make targets:"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z\/_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/hookd and bin/hookctl (static).
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/hookd ./cmd/hookctl
+
+.PHONY: run
+run: build ## Build and run `hookd run`: embedded Kafka, and a local Postgres unless DATABASE_URL is set.
+	@if [ -n "$${DATABASE_URL:-}" ]; then \
+		exec $(BIN)/hookd run; \
+	else \
+		scripts/ensure-deps.sh && url=$$(scripts/devdb.sh) && \
+		echo "hookd: using the local Postgres $$url (export DATABASE_URL=$$url for hookctl)" >&2 && \
+		DATABASE_URL=$$url exec $(BIN)/hookd run; \
+	fi
+
+.PHONY: devdb-stop
+devdb-stop: ## Stop the local Postgres that `make run` started.
+	@d=$$(pwd)/.tmp/pg; [ -f $$d/PG_VERSION ] || exit 0; \
+	bin=$$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1); \
+	if [ "$$(id -u)" = 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D $$d stop; else $$bin/pg_ctl -D $$d stop; fi
+
+.PHONY: test
+test: ## Install test dependencies (postgresql, kcat), then go test -race ./... against real Postgres and kfake.
+	@scripts/ensure-deps.sh
+	@CGO_ENABLED=1 scripts/test.sh
+
+.PHONY: lint
+lint: ## go vet, gofmt and staticcheck.
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+.PHONY: bench
+bench: ## Run the Go benchmarks (needs Postgres like make test).
+	@scripts/ensure-deps.sh
+	@CGO_ENABLED=1 scripts/test.sh -run '^$$' -bench . -benchtime 2s ./...
+
+.PHONY: clean
+clean: ## Remove build output (keeps ./data and the local Postgres).
+	rm -rf $(BIN)

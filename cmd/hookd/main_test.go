@@ -1,0 +1,134 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/internal/pgtest"
+	"github.com/hookd/hookd/internal/proctest"
+)
+
+// TestBadInputExitsTwoWithOneLine runs the binary with each kind of bad
+// input of the foundation issue and expects one clear line and exit 2,
+// quickly, with no panic or stack trace.
+func TestBadInputExitsTwoWithOneLine(t *testing.T) {
+	t.Parallel()
+	hookd := proctest.Binary(t, "hookd")
+	db := pgtest.NewUnmigrated(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { busy.Close() }) // not defer: the parallel subtests run after this function returns
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"run", "--frobnicate"}, "unknown flag --frobnicate"},
+		{"bad duration", []string{"run", "--attempt-retention", "abc"}, `--attempt-retention: expected duration but got "abc"`},
+		{"bad retry schedule", []string{"run", "--retry-schedule", "30s,10s"}, "retry schedule: 10s must be longer than the tier before it (30s)"},
+		{"bad partitions", []string{"run", "--database-url", db.URL, "--partitions", "0", "--data-dir", t.TempDir()}, "partitions: must be between 1 and 10000, got 0"},
+		{"bad database url", []string{"run", "--database-url", "postgres://%zz", "--data-dir", t.TempDir()}, "database url:"},
+		{"unreachable postgres", []string{"migrate", "--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}, "database 127.0.0.1:1 unreachable"},
+		{"unreachable brokers", []string{"run", "--database-url", db.URL, "--brokers", "127.0.0.1:1", "--listen", "127.0.0.1:0"}, "kafka brokers 127.0.0.1:1 unreachable"},
+		{"bad broker address", []string{"run", "--database-url", db.URL, "--brokers", "nohostport", "--listen", "127.0.0.1:0"}, `brokers: "nohostport" is not host:port`},
+		{"http port in use", []string{"run", "--database-url", db.URL, "--listen", busy.Addr().String(), "--data-dir", t.TempDir()}, "listen " + busy.Addr().String() + ": address already in use"},
+		{"kafka port in use", []string{"run", "--database-url", db.URL, "--listen", "127.0.0.1:0", "--kafka-listen", busy.Addr().String(), "--data-dir", t.TempDir()}, "kafka listen " + busy.Addr().String() + ": address already in use"},
+		{"bad log format", []string{"--log-format", "xml", "run"}, "--log-format must be one of"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			args := append([]string{"--log-level", "error"}, tc.args...)
+			if tc.name == "bad log format" {
+				args = tc.args
+			}
+			code, _, stderr := proctest.Run(t, 30*time.Second, hookd, nil, args...)
+			require.Equal(t, 2, code, "stderr: %s", stderr)
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			require.Len(t, lines, 1, "one line, got: %q", stderr)
+			require.True(t, strings.HasPrefix(lines[0], "hookd: "), lines[0])
+			require.Contains(t, lines[0], tc.want)
+			require.NotContains(t, stderr, "goroutine")
+			require.Less(t, time.Since(start), 15*time.Second, "bad input must fail within seconds")
+		})
+	}
+}
+
+func TestMigrateTwiceIsNoOp(t *testing.T) {
+	t.Parallel()
+	hookd := proctest.Binary(t, "hookd")
+	db := pgtest.NewUnmigrated(t)
+	code, out, stderr := proctest.Run(t, 30*time.Second, hookd, nil, "migrate", "--database-url", db.URL)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "applied")
+	code, out, stderr = proctest.Run(t, 30*time.Second, hookd, []string{"DATABASE_URL=" + db.URL}, "migrate")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "schema up to date at version")
+}
+
+// TestRunServesThenStopsOnSIGTERMAndKeepsRecords starts hookd on the
+// embedded broker, checks /readyz and the topics (with kcat when present),
+// produces a record, stops with SIGTERM (exit 0), starts again on the same
+// data dir and reads the record back.
+func TestRunServesThenStopsOnSIGTERMAndKeepsRecords(t *testing.T) {
+	t.Parallel()
+	hookd := proctest.Binary(t, "hookd")
+	db := pgtest.NewUnmigrated(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	kafkaAddr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
+	env := []string{"DATABASE_URL=" + db.URL, "HOOKD_DATA_DIR=" + dataDir, "HOOKD_KAFKA_LISTEN=" + kafkaAddr, "HOOKD_LISTEN=" + httpAddr, "HOOKD_PARTITIONS=3"}
+
+	p := proctest.Start(t, hookd, env, "run", "--log-format", "json")
+	p.WaitReady(httpAddr, 60*time.Second)
+
+	if kcat, err := exec.LookPath("kcat"); err == nil {
+		out, err := exec.Command(kcat, "-b", kafkaAddr, "-L").CombinedOutput()
+		require.NoError(t, err, string(out))
+		for _, topic := range []string{"webhooks.events", "webhooks.deliveries", "webhooks.retry.30s", "webhooks.retry.24h", "webhooks.dlq"} {
+			require.Contains(t, string(out), fmt.Sprintf("topic %q with 3 partitions", topic))
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
+	require.NoError(t, err)
+	value := fmt.Sprintf(`{"account":"acct_1","type":"test.persist","data":{"n":%d}}`, time.Now().UnixNano())
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "webhooks.events", Value: []byte(value)}).FirstErr())
+	cl.Close()
+
+	p.Signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.Wait(30*time.Second), "SIGTERM must exit 0; stderr:\n%s", p.Stderr())
+	require.Contains(t, p.Stderr(), `"msg":"hookd stopped"`)
+
+	p2 := proctest.Start(t, hookd, env, "run")
+	p2.WaitReady(httpAddr, 60*time.Second)
+	cl, err = kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumeTopics("webhooks.events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	found := false
+	for !found {
+		fetches := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "record produced before the restart was not read back")
+		fetches.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == value {
+				found = true
+			}
+		})
+	}
+	p2.Signal(syscall.SIGINT)
+	require.Equal(t, 0, p2.Wait(30*time.Second))
+}
