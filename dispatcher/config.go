@@ -1,0 +1,236 @@
+package dispatcher
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/internal/version"
+	"github.com/hookd/hookd/retrytiers"
+	"github.com/hookd/hookd/topics"
+)
+
+// Config configures a Dispatcher. Zero fields take the documented defaults.
+type Config struct {
+	// Group is the Kafka consumer group shared by every dispatcher process.
+	// Defaults to "hookd-dispatchers".
+	Group string
+	// Topics names the topics read and written (prefix and retry schedule:
+	// one retry topic per tier). Defaults to topics.Config's defaults.
+	Topics topics.Config
+	// MaxInFlight is the number of requests in flight per endpoint when the
+	// endpoint sets none. Defaults to 4.
+	MaxInFlight int
+	// Concurrency is the number of requests in flight in this process, all
+	// endpoints together. Defaults to 256.
+	Concurrency int
+	// PartitionMaxHeld is how many records of one partition may be held
+	// (read but not finished) before fetching that partition pauses; it
+	// resumes below half. Defaults to 2000.
+	PartitionMaxHeld int
+	// EndpointBacklog is how many records of one endpoint may wait for an
+	// in-flight slot; past it, further records go to the first retry tier
+	// without spending an attempt (outcome "deferred"). Defaults to 1000.
+	EndpointBacklog int
+	// ConnectTimeout bounds the TCP connect and the TLS handshake.
+	// Defaults to 3s.
+	ConnectTimeout time.Duration
+	// Timeout bounds a whole request, response body included, when the
+	// endpoint sets none. Defaults to 10s.
+	Timeout time.Duration
+	// MaxTimeout caps an endpoint's own timeout. Defaults to 60s.
+	MaxTimeout time.Duration
+	// ResponseReadLimit is how many bytes of a response body are read; a
+	// longer body is not read further and its connection is dropped.
+	// Defaults to 64 KiB.
+	ResponseReadLimit int64
+	// ResponseExcerpt is how many bytes of the response body are kept for
+	// the attempt log. Defaults to 1 KiB.
+	ResponseExcerpt int
+	// IdleConnsPerHost is how many idle keep-alive connections are kept per
+	// receiver host. Defaults to 64.
+	IdleConnsPerHost int
+	// Breaker configures the per-endpoint circuit breakers.
+	Breaker BreakerConfig
+	// AllowPrivateNetworks turns the SSRF guard off, so loopback, private,
+	// link-local and metadata addresses may be dialled. Development and
+	// tests only. Defaults to false.
+	AllowPrivateNetworks bool
+	// RetryJitter is the fraction of a tier's delay added at random to a
+	// due time (see retrytiers.Policy). Defaults to 0.1; negative means none.
+	RetryJitter float64
+	// MaxPollRecords bounds one poll. Defaults to 1000.
+	MaxPollRecords int
+	// CommitInterval is how often the watermarks are committed.
+	// Defaults to 1s.
+	CommitInterval time.Duration
+	// DrainTimeout bounds how long shutdown waits for requests in flight
+	// (and their produces) before abandoning them; abandoned records are
+	// re-read after the restart. Defaults to 30s.
+	DrainTimeout time.Duration
+	// RevokeTimeout bounds how long a rebalance waits for the requests in
+	// flight of the revoked partitions; it must stay well below the group's
+	// rebalance timeout (60s by default). Defaults to 20s.
+	RevokeTimeout time.Duration
+	// UserAgent is sent with every request. Defaults to "hookd/<version>".
+	UserAgent string
+}
+
+// BreakerConfig configures the circuit breaker of each endpoint.
+type BreakerConfig struct {
+	// Disabled turns the breakers off. Defaults to false.
+	Disabled bool
+	// Window is the rolling window over which requests are counted.
+	// Defaults to 60s.
+	Window time.Duration
+	// MinRequests is how many requests the window must hold before the
+	// breaker may trip. Defaults to 20.
+	MinRequests uint32
+	// FailureRatio is the share of failed requests in the window at or
+	// above which the breaker trips. Defaults to 0.5.
+	FailureRatio float64
+	// OpenFor is how long a tripped breaker stays open before it lets
+	// probes through (half-open). Defaults to 30s.
+	OpenFor time.Duration
+	// HalfOpenProbes is how many requests a half-open breaker lets through;
+	// that many successes close it, one failure opens it again.
+	// Defaults to 1.
+	HalfOpenProbes uint32
+	// IdleEvict is how long a closed breaker may go unused before it is
+	// forgotten; open and half-open ones are never evicted. Defaults to 10m.
+	IdleEvict time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Group == "" {
+		c.Group = "hookd-dispatchers"
+	}
+	c.Topics.SetDefaults()
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defD := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.MaxInFlight, 4)
+	def(&c.Concurrency, 256)
+	def(&c.PartitionMaxHeld, 2000)
+	def(&c.EndpointBacklog, 1000)
+	def(&c.ResponseExcerpt, 1024)
+	def(&c.IdleConnsPerHost, 64)
+	def(&c.MaxPollRecords, 1000)
+	defD(&c.ConnectTimeout, 3*time.Second)
+	defD(&c.Timeout, 10*time.Second)
+	defD(&c.MaxTimeout, 60*time.Second)
+	defD(&c.CommitInterval, time.Second)
+	defD(&c.DrainTimeout, 30*time.Second)
+	defD(&c.RevokeTimeout, 20*time.Second)
+	if c.ResponseReadLimit == 0 {
+		c.ResponseReadLimit = 64 << 10
+	}
+	if c.RetryJitter == 0 {
+		c.RetryJitter = 0.1
+	} else if c.RetryJitter < 0 {
+		c.RetryJitter = 0
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = version.UserAgent()
+	}
+	b := &c.Breaker
+	defD(&b.Window, 60*time.Second)
+	defD(&b.OpenFor, 30*time.Second)
+	defD(&b.IdleEvict, 10*time.Minute)
+	if b.MinRequests == 0 {
+		b.MinRequests = 20
+	}
+	if b.FailureRatio == 0 {
+		b.FailureRatio = 0.5
+	}
+	if b.HalfOpenProbes == 0 {
+		b.HalfOpenProbes = 1
+	}
+}
+
+func (c *Config) validate() error {
+	if err := c.Topics.Validate(); err != nil {
+		return err
+	}
+	positive := []struct {
+		name string
+		v    int64
+	}{
+		{"max in-flight", int64(c.MaxInFlight)},
+		{"concurrency", int64(c.Concurrency)},
+		{"partition max held", int64(c.PartitionMaxHeld)},
+		{"endpoint backlog", int64(c.EndpointBacklog)},
+		{"response read limit", c.ResponseReadLimit},
+		{"response excerpt", int64(c.ResponseExcerpt)},
+		{"idle conns per host", int64(c.IdleConnsPerHost)},
+		{"max poll records", int64(c.MaxPollRecords)},
+	}
+	for _, p := range positive {
+		if p.v < 1 {
+			return fmt.Errorf("dispatcher %s: must be at least 1, got %d", p.name, p.v)
+		}
+	}
+	durations := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"connect timeout", c.ConnectTimeout},
+		{"timeout", c.Timeout},
+		{"max timeout", c.MaxTimeout},
+		{"commit interval", c.CommitInterval},
+		{"drain timeout", c.DrainTimeout},
+		{"revoke timeout", c.RevokeTimeout},
+		{"breaker window", c.Breaker.Window},
+		{"breaker open-for", c.Breaker.OpenFor},
+		{"breaker idle evict", c.Breaker.IdleEvict},
+	}
+	for _, d := range durations {
+		if d.v <= 0 {
+			return fmt.Errorf("dispatcher %s: must be positive, got %s", d.name, d.v)
+		}
+	}
+	switch {
+	case c.Group == "":
+		return fmt.Errorf("dispatcher group: must not be empty")
+	case c.ConnectTimeout > c.Timeout:
+		return fmt.Errorf("dispatcher connect timeout: %s is longer than the timeout %s", c.ConnectTimeout, c.Timeout)
+	case c.Timeout > c.MaxTimeout:
+		return fmt.Errorf("dispatcher timeout: %s is longer than the max timeout %s", c.Timeout, c.MaxTimeout)
+	case c.RetryJitter > 1:
+		return fmt.Errorf("dispatcher retry jitter: must be between 0 and 1, got %g", c.RetryJitter)
+	case c.Breaker.FailureRatio <= 0 || c.Breaker.FailureRatio > 1:
+		return fmt.Errorf("dispatcher breaker failure ratio: must be in (0, 1], got %g", c.Breaker.FailureRatio)
+	case int64(c.ResponseExcerpt) > c.ResponseReadLimit:
+		return fmt.Errorf("dispatcher response excerpt: %d is more than the read limit %d", c.ResponseExcerpt, c.ResponseReadLimit)
+	}
+	return nil
+}
+
+// Deps are the dispatcher's collaborators.
+type Deps struct {
+	// Endpoints resolves endpoint ids. Required.
+	Endpoints Endpoints
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the dispatcher's metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// Clock is the time source of due times and tier gates. Defaults to the
+	// wall clock. HTTP timeouts, breakers and webhook timestamps always use
+	// the wall clock.
+	Clock retrytiers.Clock
+	// KafkaOpts are passed to the Kafka client before the dispatcher's own
+	// options (seed brokers, TLS, SASL, logging, client metrics, tuning).
+	// The dispatcher sets the consumer group, topics, balancer, commit mode,
+	// rebalance callbacks and partitioner itself.
+	KafkaOpts []kgo.Opt
+}

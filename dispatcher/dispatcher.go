@@ -1,0 +1,506 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookd/hookd/retrytiers"
+	"github.com/hookd/hookd/topics"
+)
+
+// Dispatcher consumes deliveries and retry tiers and makes the HTTP
+// attempts. Build it with New, run it with Run.
+type Dispatcher struct {
+	cfg       Config
+	names     topics.Names
+	tierOf    map[string]int // retry topic -> tier index
+	endpoints Endpoints
+	log       *slog.Logger
+	clock     retrytiers.Clock
+	policy    retrytiers.Policy
+	m         *metrics
+	sender    *sender
+	breakers  *breakers
+	kopts     []kgo.Opt
+
+	cl     *kgo.Client
+	gate   *retrytiers.Gate
+	pauses *pauses
+
+	// workCtx is the context of requests and produces; it outlives Run's
+	// context so that shutdown drains, and is cancelled after DrainTimeout.
+	workCtx    context.Context
+	cancelWork context.CancelFunc
+	wg         sync.WaitGroup // every worker and finisher goroutine
+
+	commitMu sync.Mutex // one commit at a time, so a stale one never lands last
+
+	mu       sync.Mutex
+	parts    map[retrytiers.TopicPartition]*partState
+	eps      map[string]*endpointState
+	ready    []*endpointState // endpoints with queued work and a free slot, round-robin
+	slots    int              // free global request slots
+	stopping bool
+}
+
+// New validates cfg and builds a dispatcher. It connects to nothing; Run does.
+func New(cfg Config, deps Deps) (*Dispatcher, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Endpoints == nil {
+		return nil, errors.New("dispatcher: no endpoint index (Deps.Endpoints)")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Clock == nil {
+		deps.Clock = retrytiers.SystemClock{}
+	}
+	m, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	policy := retrytiers.Policy{Schedule: cfg.Topics.Schedule, Jitter: cfg.RetryJitter}
+	if err := policy.Validate(); err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	d := &Dispatcher{
+		cfg:       cfg,
+		names:     topics.NamesFor(cfg.Topics),
+		tierOf:    map[string]int{},
+		endpoints: deps.Endpoints,
+		log:       deps.Logger,
+		clock:     deps.Clock,
+		policy:    policy,
+		m:         m,
+		sender:    newSender(cfg),
+		kopts:     deps.KafkaOpts,
+		parts:     map[retrytiers.TopicPartition]*partState{},
+		eps:       map[string]*endpointState{},
+		slots:     cfg.Concurrency,
+	}
+	for i, t := range d.names.Retry {
+		d.tierOf[t] = i
+	}
+	d.breakers = newBreakers(cfg.Breaker, deps.Clock, m)
+	return d, nil
+}
+
+// Topics returns the topics the dispatcher reads and writes.
+func (d *Dispatcher) Topics() topics.Names { return d.names }
+
+// partitioner sends retry and dead-letter records to the partition number
+// set on them (the source record's, so an endpoint stays on one partition
+// number across topics) and hashes the key of everything else, as Kafka's
+// default partitioner does.
+type partitioner struct {
+	manual map[string]bool
+	hash   kgo.Partitioner
+}
+
+func (p partitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if p.manual[t] {
+		return kgo.ManualPartitioner().ForTopic(t)
+	}
+	return p.hash.ForTopic(t)
+}
+
+func (d *Dispatcher) clientOpts() []kgo.Opt {
+	manual := map[string]bool{d.names.DLQ: true}
+	for _, t := range d.names.Retry {
+		manual[t] = true
+	}
+	opts := []kgo.Opt{
+		// A resumed partition is fetched with the next fetch request; a
+		// short max wait keeps tier resumption and backpressure prompt.
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	opts = append(opts, d.kopts...)
+	return append(opts,
+		kgo.ConsumerGroup(d.cfg.Group),
+		kgo.ConsumeTopics(append([]string{d.names.Deliveries}, d.names.Retry...)...),
+		// Range assigns partition i of every topic to the same member when
+		// the topics share a partition count (topics.Provision enforces
+		// it), so one endpoint's deliveries and retries meet in one process.
+		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(d.onAssigned),
+		kgo.OnPartitionsRevoked(d.onRevoked),
+		kgo.OnPartitionsLost(d.onLost),
+		kgo.RecordPartitioner(partitioner{manual: manual, hash: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}),
+	)
+}
+
+// Run joins the group and dispatches until ctx ends, then stops fetching,
+// waits up to DrainTimeout for the requests in flight and their produces,
+// commits the watermarks and leaves the group. It returns nil after a clean
+// shutdown.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(d.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("dispatcher kafka client: %w", err)
+	}
+	d.cl = cl
+	d.pauses = &pauses{cl: cl, by: map[retrytiers.TopicPartition]uint8{}}
+	d.gate = retrytiers.NewGate(d.clock, duePauser{d.pauses}, d.onDue)
+	d.workCtx, d.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
+	defer d.cancelWork()
+
+	bg := make(chan struct{})
+	var bgWG sync.WaitGroup
+	bgWG.Add(1)
+	go func() {
+		defer bgWG.Done()
+		d.background(bg)
+	}()
+
+	d.log.InfoContext(ctx, "dispatcher started", "group", d.cfg.Group, "topics", append([]string{d.names.Deliveries}, d.names.Retry...))
+	runErr := d.poll(ctx)
+
+	d.shutdown(ctx)
+	close(bg)
+	bgWG.Wait()
+	cl.Close()
+	d.sender.client.CloseIdleConnections()
+	d.log.InfoContext(ctx, "dispatcher stopped")
+	return runErr
+}
+
+func (d *Dispatcher) poll(ctx context.Context) error {
+	for {
+		fs := d.cl.PollRecords(ctx, d.cfg.MaxPollRecords)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			d.cl.AllowRebalance()
+			return nil
+		}
+		var fatal error
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			d.log.WarnContext(ctx, "fetch error", "topic", t, "partition", p, "error", err)
+			if errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) {
+				fatal = err
+			}
+		})
+		d.mu.Lock()
+		now := d.clock.Now()
+		fs.EachRecord(func(r *kgo.Record) { d.admitLocked(r, now) })
+		d.pumpLocked()
+		d.mu.Unlock()
+		d.cl.AllowRebalance()
+		if fatal != nil {
+			return fmt.Errorf("dispatcher: %w", fatal)
+		}
+	}
+}
+
+// background commits watermarks, refreshes gauges and evicts idle breakers.
+func (d *Dispatcher) background(stop <-chan struct{}) {
+	tick := time.NewTicker(d.cfg.CommitInterval)
+	defer tick.Stop()
+	sweepEvery := max(d.cfg.Breaker.IdleEvict/10, time.Second)
+	lastSweep := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(d.workCtx, 10*time.Second)
+		d.commit(ctx, nil)
+		cancel()
+		d.refreshGauges()
+		if time.Since(lastSweep) >= sweepEvery {
+			lastSweep = time.Now()
+			d.breakers.sweep()
+		}
+	}
+}
+
+// shutdown drops unstarted work, drains what is in flight and commits.
+func (d *Dispatcher) shutdown(ctx context.Context) {
+	d.mu.Lock()
+	d.stopping = true
+	var tps []retrytiers.TopicPartition
+	for tp, ps := range d.parts {
+		tps = append(tps, tp)
+		ps.waiting = nil
+	}
+	d.dropQueuedLocked(func(*partState) bool { return true })
+	d.mu.Unlock()
+	d.gate.Forget(tps...)
+
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d.cfg.DrainTimeout):
+		d.log.WarnContext(ctx, "dispatcher drain timed out; abandoning requests in flight, their records will be re-read",
+			"drain_timeout", d.cfg.DrainTimeout)
+		d.cancelWork()
+		<-done
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	d.commit(cctx, nil)
+}
+
+// commit commits the watermark of every partition (or of only) that moved.
+func (d *Dispatcher) commit(ctx context.Context, only map[retrytiers.TopicPartition]bool) {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	d.mu.Lock()
+	for tp, ps := range d.parts {
+		if only != nil && !only[tp] {
+			continue
+		}
+		wm, ok := ps.watermark()
+		if !ok || wm.Offset <= ps.committed {
+			continue
+		}
+		if offsets[tp.Topic] == nil {
+			offsets[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[tp.Topic][tp.Partition] = wm
+	}
+	d.mu.Unlock()
+	if len(offsets) == 0 {
+		return
+	}
+	var failed error
+	d.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			failed = err
+			return
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					failed = err
+					continue
+				}
+				tp := retrytiers.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+				if ps := d.parts[tp]; ps != nil {
+					ps.committed = max(ps.committed, offsets[t.Topic][p.Partition].Offset)
+				}
+			}
+		}
+	})
+	if failed != nil {
+		d.m.commits.WithLabelValues("error").Inc()
+		d.log.WarnContext(ctx, "committing offsets", "error", failed)
+		return
+	}
+	d.m.commits.WithLabelValues("ok").Inc()
+}
+
+func (d *Dispatcher) refreshGauges() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	waiting := map[string]int{}
+	for _, t := range d.names.Retry {
+		waiting[t] = 0
+	}
+	for tp, ps := range d.parts {
+		p := strconv.Itoa(int(tp.Partition))
+		d.m.held.WithLabelValues(tp.Topic, p).Set(float64(len(ps.pending)))
+		lag := 0.0
+		if wm, ok := ps.watermark(); ok {
+			lag = float64(ps.lastSeen + 1 - wm.Offset)
+		}
+		d.m.lag.WithLabelValues(tp.Topic, p).Set(lag)
+		if _, ok := waiting[tp.Topic]; ok {
+			waiting[tp.Topic] += len(ps.waiting)
+		}
+	}
+	for t, n := range waiting {
+		d.m.tierWaiting.WithLabelValues(t).Set(float64(n))
+	}
+}
+
+// onAssigned creates the state of new partitions.
+func (d *Dispatcher) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for t, ps := range assigned {
+		for _, p := range ps {
+			tp := retrytiers.TopicPartition{Topic: t, Partition: p}
+			d.parts[tp] = &partState{tp: tp, lastSeen: -1, committed: -1}
+		}
+	}
+	d.log.Info("partitions assigned", "partitions", fmtTPs(assigned))
+}
+
+// onRevoked stops the revoked partitions, waits (up to RevokeTimeout) for
+// their requests in flight, commits their watermarks and forgets them.
+func (d *Dispatcher) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	d.release(ctx, revoked, true)
+}
+
+// onLost forgets lost partitions without committing: another member owns
+// them already.
+func (d *Dispatcher) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	d.release(ctx, lost, false)
+}
+
+func (d *Dispatcher) release(ctx context.Context, m map[string][]int32, commit bool) {
+	if len(m) == 0 {
+		return
+	}
+	only := map[retrytiers.TopicPartition]bool{}
+	var tps []retrytiers.TopicPartition
+	var idle []chan struct{}
+	d.mu.Lock()
+	for t, ps := range m {
+		for _, p := range ps {
+			tp := retrytiers.TopicPartition{Topic: t, Partition: p}
+			tps = append(tps, tp)
+			only[tp] = true
+			st := d.parts[tp]
+			if st == nil {
+				continue
+			}
+			st.revoked = true
+			st.waiting = nil
+			if st.running > 0 {
+				st.idle = make(chan struct{})
+				idle = append(idle, st.idle)
+			}
+		}
+	}
+	d.dropQueuedLocked(func(ps *partState) bool { return ps.revoked })
+	d.mu.Unlock()
+	d.gate.Forget(tps...)
+	d.pauses.forget(tps...)
+
+	deadline := time.NewTimer(d.cfg.RevokeTimeout)
+	defer deadline.Stop()
+	for _, ch := range idle {
+		select {
+		case <-ch:
+		case <-deadline.C:
+			d.log.WarnContext(ctx, "revoke timed out waiting for requests in flight; their records will be re-delivered",
+				"revoke_timeout", d.cfg.RevokeTimeout)
+		}
+	}
+	if commit {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		d.commit(cctx, only)
+		cancel()
+	}
+	d.mu.Lock()
+	for _, tp := range tps {
+		delete(d.parts, tp)
+		p := strconv.Itoa(int(tp.Partition))
+		d.m.held.DeleteLabelValues(tp.Topic, p)
+		d.m.lag.DeleteLabelValues(tp.Topic, p)
+	}
+	d.mu.Unlock()
+	d.log.Info("partitions released", "partitions", fmtTPs(m), "committed", commit)
+}
+
+func fmtTPs(m map[string][]int32) string {
+	var ts []string
+	for t := range m {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	s := ""
+	for _, t := range ts {
+		ps := append([]int32(nil), m[t]...)
+		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+		s += fmt.Sprintf("%s%v ", t, ps)
+	}
+	return s
+}
+
+// pause reasons of a partition.
+const (
+	pauseFull uint8 = 1 << iota // too many held records
+	pauseDue                    // the head record is not due (tier gate)
+)
+
+// pauses combines the reasons a partition is paused, so the tier gate and
+// the held-records cap do not resume each other's partitions.
+type pauses struct {
+	cl *kgo.Client
+	mu sync.Mutex
+	by map[retrytiers.TopicPartition]uint8
+}
+
+func (p *pauses) set(tp retrytiers.TopicPartition, reason uint8, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	before := p.by[tp]
+	after := before &^ reason
+	if on {
+		after |= reason
+	}
+	if after == 0 {
+		delete(p.by, tp)
+	} else {
+		p.by[tp] = after
+	}
+	m := map[string][]int32{tp.Topic: {tp.Partition}}
+	switch {
+	case before == 0 && after != 0:
+		p.cl.PauseFetchPartitions(m)
+	case before != 0 && after == 0:
+		p.cl.ResumeFetchPartitions(m)
+	}
+}
+
+func (p *pauses) forget(tps ...retrytiers.TopicPartition) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	resume := map[string][]int32{}
+	for _, tp := range tps {
+		if p.by[tp] != 0 {
+			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+		}
+		delete(p.by, tp)
+	}
+	if len(resume) > 0 {
+		p.cl.ResumeFetchPartitions(resume)
+	}
+}
+
+// duePauser is the gate's view of pauses.
+type duePauser struct{ p *pauses }
+
+func (d duePauser) PauseFetchPartitions(m map[string][]int32) map[string][]int32 {
+	for t, ps := range m {
+		for _, x := range ps {
+			d.p.set(retrytiers.TopicPartition{Topic: t, Partition: x}, pauseDue, true)
+		}
+	}
+	return nil
+}
+
+func (d duePauser) ResumeFetchPartitions(m map[string][]int32) {
+	for t, ps := range m {
+		for _, x := range ps {
+			d.p.set(retrytiers.TopicPartition{Topic: t, Partition: x}, pauseDue, false)
+		}
+	}
+}
+
+var _ retrytiers.Pauser = duePauser{}

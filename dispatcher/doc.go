@@ -1,0 +1,56 @@
+// Package dispatcher owns the delivery of webhooks: it consumes the
+// deliveries topic and every retry tier in one consumer group, schedules
+// records per endpoint inside each partition, signs and POSTs them through
+// a per-endpoint circuit breaker and an SSRF guard, classifies the outcome,
+// and produces the follow-up (next retry tier, dead letter) and one attempt
+// record per attempt before it marks the source record done. It never
+// writes Postgres, never follows a redirect, never re-serialises a body,
+// and never commits an offset past a record it has not finished.
+//
+// # Assignment: why one group over deliveries and every tier, with Range
+//
+// All hookd delivery topics (deliveries, each retry tier, the DLQ) share
+// one partition count, and a delivery keeps its partition number when it
+// moves between them (the router hashes the endpoint id; the dispatcher
+// produces retries and dead letters to the source record's partition
+// number). The dispatcher group subscribes to deliveries and all tiers and
+// uses the Range balancer, which, for topics with equal partition counts
+// and members with equal subscriptions, gives partition i of every topic to
+// the same member. So an endpoint's first attempts and its retries are
+// handled by one process: one breaker and one in-flight limit per
+// endpoint, not one per process. Cooperative balancers do not promise this
+// co-location, which is why Range (an eager protocol: every rebalance
+// revokes everything) is used. A member that leaves or dies hands all its
+// partitions, deliveries and tiers together, to the others.
+//
+// # Scheduling inside a partition
+//
+// Records of a partition are queued per endpoint as they are read; up to
+// MaxInFlight requests run per endpoint and Concurrency in all, endpoints
+// taking turns (round-robin) for free slots. A slow endpoint therefore
+// occupies at most its own MaxInFlight slots while the others proceed.
+// When an endpoint's queue reaches EndpointBacklog, further records go to
+// the first retry tier without spending an attempt (outcome "deferred").
+// When a partition holds PartitionMaxHeld unfinished records, fetching it
+// pauses until it is under half.
+//
+// # Offsets: the watermark
+//
+// Records finish out of order. A partition's committed offset is its first
+// unfinished record (the watermark), committed every CommitInterval, on
+// revoke (after waiting up to RevokeTimeout for the revoked partitions'
+// requests) and on shutdown (after draining). A crash re-delivers from the
+// watermark: duplicates are possible (receivers dedupe on webhook-id),
+// skips are not. A record is finished only after the broker acknowledged
+// what it produced: the retry record or dead letter first, then the
+// attempt record.
+//
+// # Retry tiers
+//
+// A retry record carries its due time. A partition whose head record is
+// not due is paused and held (retrytiers.Gate) with one timer; when it
+// fires, due records are released to their endpoints through the same
+// queues, breakers and limits as first attempts. Records behind a held
+// head wait behind it: a tier partition is in due order give or take the
+// jitter.
+package dispatcher

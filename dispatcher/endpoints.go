@@ -1,0 +1,39 @@
+package dispatcher
+
+import "time"
+
+// Target is what the dispatcher needs to know about an endpoint.
+type Target struct {
+	ID      string
+	Account string
+	URL     string
+	// Secrets sign every request, current first; several during a rotation.
+	Secrets []string
+	// Disabled endpoints receive nothing: their deliveries are dead-lettered
+	// with reason endpoint_disabled.
+	Disabled bool
+	// MaxInFlight overrides Config.MaxInFlight when positive.
+	MaxInFlight int
+	// Timeout overrides Config.Timeout when positive, capped at
+	// Config.MaxTimeout.
+	Timeout time.Duration
+}
+
+// Endpoints resolves endpoint ids, typically from an in-memory index kept
+// fresh by LISTEN/NOTIFY. It is called for every record, so it must not do
+// I/O. A missing endpoint (deleted) is dead-lettered with reason
+// endpoint_deleted.
+type Endpoints interface {
+	Endpoint(id string) (Target, bool)
+}
+
+// StaticEndpoints is a fixed set of endpoints by id, for tests and tools.
+type StaticEndpoints map[string]Target
+
+var _ Endpoints = StaticEndpoints(nil)
+
+// Endpoint returns the endpoint with the given id.
+func (s StaticEndpoints) Endpoint(id string) (Target, bool) {
+	t, ok := s[id]
+	return t, ok
+}

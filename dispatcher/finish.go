@@ -1,0 +1,246 @@
+package dispatcher
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/attempt"
+	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/delivery"
+	"github.com/hookd/hookd/retrytiers"
+)
+
+// result is what happened to one record: an attempt, or a decision taken
+// instead of one.
+type result struct {
+	startedAt time.Time     // dispatcher clock
+	duration  time.Duration // wall clock
+	status    int
+	excerpt   string
+	err       error
+	verdict   Verdict
+	attempted bool // a request was sent (or refused by the breaker)
+	aborted   bool // cut by shutdown: leave the record unfinished
+
+	skip      string // ClassDisabled or ClassDeleted: no request
+	deferred  bool   // the endpoint's backlog was full: no request
+	malformed error  // not a delivery record
+}
+
+// attempt makes one HTTP attempt of it, through its endpoint's breaker.
+func (d *Dispatcher) attempt(it *item) result {
+	dl := it.d
+	res := result{startedAt: d.clock.Now()}
+	t, ok := d.endpoints.Endpoint(dl.EndpointID)
+	switch {
+	case !ok:
+		res.skip = ClassDeleted
+		return res
+	case t.Disabled:
+		res.skip = ClassDisabled
+		return res
+	}
+	res.attempted = true
+	start := time.Now()
+	report, err := d.breakers.allow(t.ID)
+	if err != nil {
+		res.err = err
+		res.verdict = Classify(0, err, 0, dl.ClientErrors)
+		return res
+	}
+	timeout := d.cfg.Timeout
+	if t.Timeout > 0 {
+		timeout = min(t.Timeout, d.cfg.MaxTimeout)
+	}
+	resp := d.sender.send(d.workCtx, t, dl, timeout)
+	res.duration = time.Since(start)
+	res.status, res.excerpt, res.err = resp.status, resp.excerpt, resp.err
+	var ra time.Duration
+	if resp.retryAfter != "" {
+		ra, _ = retrytiers.ParseRetryAfter(resp.retryAfter, time.Now())
+	}
+	res.verdict = Classify(resp.status, resp.err, ra, dl.ClientErrors)
+	report(res.verdict.Breaker)
+	d.m.latency.WithLabelValues(string(res.verdict.Outcome)).Observe(res.duration.Seconds())
+	if res.err != nil && d.workCtx.Err() != nil {
+		// Aborted by shutdown, not the endpoint's doing: leave the record
+		// unfinished so it is attempted again after the restart.
+		res.aborted = true
+	}
+	return res
+}
+
+// plan is what happens to a record after its result.
+type plan struct {
+	action     attempt.NextAction
+	tier       int // with NextRetry
+	due        time.Time
+	reason     string // with NextDeadLetter
+	next       delivery.Delivery
+	outcome    attempt.Outcome
+	errorClass string
+}
+
+// decide turns a result into a plan. It is pure given now.
+func (d *Dispatcher) decide(dl *delivery.Delivery, res result, now time.Time) plan {
+	p := plan{next: *dl}
+	switch {
+	case res.skip != "":
+		p.outcome, p.errorClass, p.action = attempt.OutcomeSkipped, res.skip, attempt.NextDeadLetter
+		p.reason = deadletter.ReasonEndpointDeleted
+		if res.skip == ClassDisabled {
+			p.reason = deadletter.ReasonEndpointDisabled
+		}
+		return p
+	case res.deferred:
+		p.outcome, p.errorClass, p.action = attempt.OutcomeDeferred, ClassBacklogFull, attempt.NextRetry
+		p.tier, p.due = 0, d.policy.Defer(now)
+		p.next.DueAt = p.due
+		return p
+	}
+	v := res.verdict
+	p.outcome, p.errorClass = v.Outcome, v.ErrorClass
+	// An attempt was spent (a circuit_open refusal counts: the schedule,
+	// not the breaker, bounds how long a delivery is retried).
+	p.next.Attempt = dl.Attempt + 1
+	if p.next.FirstAttempt.IsZero() {
+		p.next.FirstAttempt = res.startedAt
+	}
+	p.next.LastStatus = res.status
+	p.next.LastError = v.ErrorClass
+	p.next.ClientErrors = v.ClientErrors
+	switch v.Outcome {
+	case attempt.OutcomeDelivered:
+		p.action = attempt.NextDone
+	case attempt.OutcomeRetry, attempt.OutcomeCircuitOpen:
+		tier, due, ok := d.policy.Next(dl.Attempt, now, v.RetryAfter)
+		if !ok {
+			p.action, p.reason = attempt.NextDeadLetter, deadletter.ReasonRetriesExhausted
+			return p
+		}
+		p.action, p.tier, p.due = attempt.NextRetry, tier, due
+		p.next.DueAt = due
+	default: // gone, permanent, refused
+		p.action, p.reason = attempt.NextDeadLetter, v.DeadReason
+		if p.reason == "" {
+			p.reason = deadletter.ReasonClientError
+		}
+	}
+	return p
+}
+
+// finish produces what res calls for (a retry record, a dead letter) and
+// the attempt record, each acknowledged by the broker, and only then marks
+// the source record done. If a produce fails the record stays unfinished.
+func (d *Dispatcher) finish(it *item, res result) {
+	ok := d.finishRecord(it, res)
+	d.mu.Lock()
+	d.doneLocked(it, ok)
+	d.mu.Unlock()
+}
+
+func (d *Dispatcher) finishRecord(it *item, res result) bool {
+	ctx := d.workCtx
+	src := it.rec
+	if res.malformed != nil {
+		dead := deadletter.Record(d.names.DLQ, src, deadletter.Provenance{
+			OriginTopic: src.Topic, OriginPartition: src.Partition, OriginOffset: src.Offset,
+			ErrorClass: "malformed", Reason: deadletter.ReasonMalformed, DeadAt: d.clock.Now(),
+		})
+		if err := d.cl.ProduceSync(ctx, dead).FirstErr(); err != nil {
+			return d.produceFailed("dead letter", src, err)
+		}
+		d.m.deadLetters.WithLabelValues(deadletter.ReasonMalformed).Inc()
+		return true
+	}
+	if res.aborted {
+		return false
+	}
+	dl := it.d
+	now := d.clock.Now()
+	if res.startedAt.IsZero() {
+		res.startedAt = now
+	}
+	p := d.decide(dl, res, now)
+	rec := attempt.Record{
+		AttemptID:       newAttemptID(),
+		DeliveryID:      dl.ID,
+		EventID:         dl.EventID,
+		EventType:       dl.EventType,
+		EndpointID:      dl.EndpointID,
+		Account:         dl.Account,
+		EventCreated:    dl.EventCreated,
+		Attempt:         dl.Attempt,
+		Tier:            src.Topic,
+		StartedAt:       res.startedAt,
+		Duration:        res.duration,
+		StatusCode:      res.status,
+		Outcome:         p.outcome,
+		ErrorClass:      p.errorClass,
+		ResponseExcerpt: res.excerpt,
+		NextAction:      p.action,
+		ReplayID:        dl.ReplayID,
+	}
+	if res.err != nil {
+		rec.Error = truncate(res.err.Error(), 512)
+	}
+	switch p.action {
+	case attempt.NextRetry:
+		next := p.next.Record(d.names.Retry[p.tier])
+		next.Partition = src.Partition
+		if err := d.cl.ProduceSync(ctx, next).FirstErr(); err != nil {
+			return d.produceFailed("retry record", src, err)
+		}
+		rec.NextDueAt = p.due
+	case attempt.NextDeadLetter:
+		prov := deadletter.Provenance{
+			OriginTopic: src.Topic, OriginPartition: src.Partition, OriginOffset: src.Offset,
+			Attempts: dl.Attempt - 1, FirstAttempt: dl.FirstAttempt, LastStatus: dl.LastStatus,
+			ErrorClass: p.errorClass, Reason: p.reason, DeadAt: now,
+		}
+		if res.attempted {
+			prov.Attempts, prov.FirstAttempt, prov.LastAttempt = dl.Attempt, p.next.FirstAttempt, res.startedAt
+			prov.LastStatus = res.status
+		}
+		dead := deadletter.Record(d.names.DLQ, src, prov)
+		r, err := d.cl.ProduceSync(ctx, dead).First()
+		if err != nil {
+			return d.produceFailed("dead letter", src, err)
+		}
+		rec.DLQ = &attempt.Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		rec.DeadReason = p.reason
+		d.m.deadLetters.WithLabelValues(p.reason).Inc()
+	}
+	kr, err := rec.KafkaRecord(d.names.Attempts)
+	if err != nil {
+		d.log.Error("invalid attempt record, not produced", "delivery_id", dl.ID, "error", err)
+	} else if err := d.cl.ProduceSync(ctx, kr).FirstErr(); err != nil {
+		return d.produceFailed("attempt record", src, err)
+	}
+	d.m.attempts.WithLabelValues(string(p.outcome), strconv.Itoa(dl.Attempt)).Inc()
+	return true
+}
+
+func (d *Dispatcher) produceFailed(what string, src *kgo.Record, err error) bool {
+	d.m.produceErrors.Inc()
+	d.log.Error("producing "+what+" failed; the source record stays unfinished and will be re-read",
+		"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "error", err)
+	return false
+}
+
+func newAttemptID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "att_" + hex.EncodeToString(b[:])
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

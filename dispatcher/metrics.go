@@ -1,0 +1,76 @@
+package dispatcher
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics of the dispatcher. None has an endpoint label: cardinality stays
+// bounded with 100k endpoints.
+type metrics struct {
+	attempts           *prometheus.CounterVec   // outcome, attempt
+	deadLetters        *prometheus.CounterVec   // reason
+	latency            *prometheus.HistogramVec // outcome
+	inFlight           prometheus.Gauge
+	breakers           *prometheus.GaugeVec   // state
+	breakerTransitions *prometheus.CounterVec // to
+	held               *prometheus.GaugeVec   // topic, partition
+	lag                *prometheus.GaugeVec   // topic, partition
+	tierWaiting        *prometheus.GaugeVec   // topic
+	tierLateness       *prometheus.HistogramVec
+	produceErrors      prometheus.Counter
+	malformed          prometheus.Counter
+	commits            *prometheus.CounterVec // result
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	const ns, sub = "hookd", "dispatcher"
+	m := &metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "attempts_total",
+			Help: "Attempts (or decisions taken instead of one) by outcome and attempt number; sum by outcome for deliveries by outcome."},
+			[]string{"outcome", "attempt"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "dead_letters_total",
+			Help: "Records produced to the dead-letter topic, by reason."}, []string{"reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "attempt_duration_seconds",
+			Help: "Duration of HTTP attempts, by outcome.", Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
+			[]string{"outcome"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight_requests",
+			Help: "HTTP requests in flight."}),
+		breakers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "breakers",
+			Help: "Per-endpoint circuit breakers held, by state (closed, open, half-open)."}, []string{"state"}),
+		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "breaker_transitions_total",
+			Help: "Circuit breaker state changes, by new state."}, []string{"state"}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "held_records",
+			Help: "Records read but not finished, per partition."}, []string{"topic", "partition"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "commit_watermark_lag_records",
+			Help: "Offsets between the commit watermark (first unfinished record) and the last record read, per partition."},
+			[]string{"topic", "partition"}),
+		tierWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "tier_waiting_records",
+			Help: "Records read from a topic and waiting for their due time, by topic."}, []string{"topic"}),
+		tierLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "tier_release_lateness_seconds",
+			Help:    "How long after its due time a retry record was released to its endpoint, by topic.",
+			Buckets: []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}}, []string{"topic"}),
+		produceErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "produce_errors_total",
+			Help: "Failed produces of retry, dead-letter or attempt records; the source record stays unfinished and is re-read after a restart or rebalance."}),
+		malformed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "malformed_records_total",
+			Help: "Records that are not valid deliveries (dead-lettered)."}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "commits_total",
+			Help: "Offset commits, by result."}, []string{"result"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.latency, m.inFlight, m.breakers, m.breakerTransitions,
+		m.held, m.lag, m.tierWaiting, m.tierLateness, m.produceErrors, m.malformed, m.commits} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("registering dispatcher metrics: %w (one dispatcher per registry)", err)
+			}
+			return nil, fmt.Errorf("registering dispatcher metrics: %w", err)
+		}
+	}
+	return m, nil
+}

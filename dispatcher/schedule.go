@@ -1,0 +1,280 @@
+package dispatcher
+
+import (
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/delivery"
+	"github.com/hookd/hookd/retrytiers"
+)
+
+// partState is what the dispatcher holds of one assigned partition. Every
+// field is guarded by Dispatcher.mu.
+type partState struct {
+	tp retrytiers.TopicPartition
+	// pending are the records read and not finished, in offset order. The
+	// commit watermark is the first of them: a crash re-delivers from
+	// there, never skipping an unfinished record.
+	pending []*item
+	// waiting is the tail of pending held back by the tier gate: its head
+	// is not due yet, and everything after it waits behind it.
+	waiting   []*item
+	lastSeen  int64 // offset of the last record admitted, -1 before any
+	lastEpoch int32
+	committed int64 // last committed offset, -1 before any commit
+	running   int   // items being attempted or finished (goroutines)
+	revoked   bool
+	idle      chan struct{} // closed when running drops to zero after revoke
+}
+
+// watermark is the offset to commit: the first unfinished record, or the
+// one after the last record read.
+func (ps *partState) watermark() (kgo.EpochOffset, bool) {
+	if len(ps.pending) > 0 {
+		r := ps.pending[0]
+		return kgo.EpochOffset{Epoch: r.epoch, Offset: r.offset}, true
+	}
+	if ps.lastSeen < 0 {
+		return kgo.EpochOffset{}, false
+	}
+	return kgo.EpochOffset{Epoch: ps.lastEpoch, Offset: ps.lastSeen + 1}, true
+}
+
+func (ps *partState) remove(it *item) bool {
+	i := sort.Search(len(ps.pending), func(i int) bool { return ps.pending[i].offset >= it.offset })
+	if i == len(ps.pending) || ps.pending[i] != it {
+		return false
+	}
+	copy(ps.pending[i:], ps.pending[i+1:])
+	ps.pending[len(ps.pending)-1] = nil
+	ps.pending = ps.pending[:len(ps.pending)-1]
+	return true
+}
+
+// item is one record in the dispatcher.
+type item struct {
+	rec    *kgo.Record
+	d      *delivery.Delivery // nil until decoded
+	part   *partState
+	offset int64
+	epoch  int32
+}
+
+// endpointState queues one endpoint's records; it exists only while the
+// endpoint has queued or in-flight work. Guarded by Dispatcher.mu.
+type endpointState struct {
+	id       string
+	queue    []*item
+	inFlight int
+	max      int
+	inReady  bool
+}
+
+// admitLocked takes one polled record.
+func (d *Dispatcher) admitLocked(r *kgo.Record, now time.Time) {
+	tp := retrytiers.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+	ps := d.parts[tp]
+	if ps == nil || ps.revoked || d.stopping || r.Offset <= ps.lastSeen {
+		return // not ours any more, or already read
+	}
+	ps.lastSeen, ps.lastEpoch = r.Offset, r.LeaderEpoch
+	it := &item{rec: r, part: ps, offset: r.Offset, epoch: r.LeaderEpoch}
+	ps.pending = append(ps.pending, it)
+	if len(ps.pending) >= d.cfg.PartitionMaxHeld {
+		d.pauses.set(tp, pauseFull, true)
+	}
+	if len(ps.waiting) > 0 {
+		ps.waiting = append(ps.waiting, it)
+		return
+	}
+	if !d.routeLocked(it, now) {
+		ps.waiting = append(ps.waiting, it)
+		d.gate.Hold(tp, it.d.DueAt)
+	}
+}
+
+// routeLocked decodes it and queues it on its endpoint, or hands it to a
+// finisher for a decision that needs no request. It returns false, doing
+// nothing, when it is not due yet.
+func (d *Dispatcher) routeLocked(it *item, now time.Time) bool {
+	if it.d == nil {
+		dl, err := delivery.Decode(it.rec)
+		if err != nil {
+			d.m.malformed.Inc()
+			d.log.Warn("malformed delivery record, dead-lettering", "topic", it.rec.Topic,
+				"partition", it.rec.Partition, "offset", it.rec.Offset, "error", err)
+			d.startFinishLocked(it, result{malformed: err})
+			return true
+		}
+		it.d = dl
+	}
+	if !it.d.DueAt.IsZero() {
+		if it.d.DueAt.After(now) {
+			return false
+		}
+		if _, ok := d.tierOf[it.rec.Topic]; ok {
+			d.m.tierLateness.WithLabelValues(it.rec.Topic).Observe(now.Sub(it.d.DueAt).Seconds())
+		}
+	}
+	t, ok := d.endpoints.Endpoint(it.d.EndpointID)
+	switch {
+	case !ok:
+		d.startFinishLocked(it, result{skip: ClassDeleted, startedAt: now})
+		return true
+	case t.Disabled:
+		d.startFinishLocked(it, result{skip: ClassDisabled, startedAt: now})
+		return true
+	}
+	ep := d.eps[t.ID]
+	if ep == nil {
+		ep = &endpointState{id: t.ID}
+		d.eps[t.ID] = ep
+	}
+	ep.max = d.cfg.MaxInFlight
+	if t.MaxInFlight > 0 {
+		ep.max = t.MaxInFlight
+	}
+	if len(ep.queue) >= d.cfg.EndpointBacklog {
+		d.startFinishLocked(it, result{deferred: true, startedAt: now})
+		return true
+	}
+	ep.queue = append(ep.queue, it)
+	d.markReadyLocked(ep)
+	return true
+}
+
+// onDue is the gate's timer: release what is due, hold again on the next
+// head that is not.
+func (d *Dispatcher) onDue(tp retrytiers.TopicPartition) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ps := d.parts[tp]
+	if ps == nil || ps.revoked || d.stopping {
+		return
+	}
+	now := d.clock.Now()
+	w := ps.waiting
+	ps.waiting = nil
+	for i, it := range w {
+		if !d.routeLocked(it, now) {
+			ps.waiting = w[i:]
+			d.gate.Hold(tp, it.d.DueAt)
+			break
+		}
+	}
+	if len(ps.waiting) == 0 {
+		d.gate.Release(tp)
+	}
+	d.pumpLocked()
+}
+
+func (d *Dispatcher) markReadyLocked(ep *endpointState) {
+	if !ep.inReady && len(ep.queue) > 0 && ep.inFlight < ep.max {
+		ep.inReady = true
+		d.ready = append(d.ready, ep)
+	}
+}
+
+// pumpLocked starts requests while global slots are free, taking endpoints
+// round-robin so a busy endpoint cannot starve the others.
+func (d *Dispatcher) pumpLocked() {
+	for d.slots > 0 && len(d.ready) > 0 && !d.stopping {
+		ep := d.ready[0]
+		d.ready[0] = nil
+		d.ready = d.ready[1:]
+		ep.inReady = false
+		if len(ep.queue) == 0 || ep.inFlight >= ep.max {
+			continue
+		}
+		it := ep.queue[0]
+		ep.queue[0] = nil
+		ep.queue = ep.queue[1:]
+		ep.inFlight++
+		d.slots--
+		it.part.running++
+		d.m.inFlight.Inc()
+		d.wg.Add(1)
+		go d.work(it, ep)
+		d.markReadyLocked(ep)
+	}
+}
+
+// work makes one attempt, frees its slots, then finishes the record.
+func (d *Dispatcher) work(it *item, ep *endpointState) {
+	defer d.wg.Done()
+	res := d.attempt(it)
+	d.mu.Lock()
+	d.m.inFlight.Dec()
+	ep.inFlight--
+	d.slots++
+	d.markReadyLocked(ep)
+	d.forgetEndpointLocked(ep)
+	d.pumpLocked()
+	d.mu.Unlock()
+	d.finish(it, res)
+}
+
+func (d *Dispatcher) forgetEndpointLocked(ep *endpointState) {
+	if ep.inFlight == 0 && len(ep.queue) == 0 && d.eps[ep.id] == ep {
+		delete(d.eps, ep.id)
+	}
+}
+
+// startFinishLocked finishes it without a request, in its own goroutine
+// (it produces to Kafka).
+func (d *Dispatcher) startFinishLocked(it *item, res result) {
+	it.part.running++
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.finish(it, res)
+	}()
+}
+
+// doneLocked ends it: done (its offset may be committed) or abandoned
+// (it stays below the watermark and is re-read after a restart).
+func (d *Dispatcher) doneLocked(it *item, done bool) {
+	ps := it.part
+	if done {
+		ps.remove(it)
+	}
+	it.rec, it.d = nil, nil
+	ps.running--
+	if len(ps.pending) < d.cfg.PartitionMaxHeld/2 && !ps.revoked {
+		d.pauses.set(ps.tp, pauseFull, false)
+	}
+	if ps.running == 0 && ps.idle != nil {
+		close(ps.idle)
+		ps.idle = nil
+	}
+}
+
+// dropQueuedLocked removes the queued, unstarted items of the partitions
+// matching drop from every endpoint queue. They stay unfinished: the next
+// owner reads them again from the committed watermark.
+func (d *Dispatcher) dropQueuedLocked(drop func(*partState) bool) {
+	for _, ep := range d.eps {
+		q := ep.queue[:0]
+		for _, it := range ep.queue {
+			if !drop(it.part) {
+				q = append(q, it)
+			}
+		}
+		for i := len(q); i < len(ep.queue); i++ {
+			ep.queue[i] = nil
+		}
+		ep.queue = q
+		d.forgetEndpointLocked(ep)
+	}
+	ready := d.ready[:0]
+	for _, ep := range d.ready {
+		if len(ep.queue) > 0 {
+			ready = append(ready, ep)
+		} else {
+			ep.inReady = false
+		}
+	}
+	d.ready = ready
+}

@@ -1,0 +1,114 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookd/hookd/delivery"
+	"github.com/hookd/hookd/signature"
+	"github.com/hookd/hookd/ssrf"
+)
+
+// sender makes the HTTP request of one attempt.
+type sender struct {
+	client    *http.Client
+	userAgent string
+	readLimit int64
+	excerpt   int
+}
+
+// response is what came back from one request.
+type response struct {
+	status     int
+	retryAfter string
+	excerpt    string
+	err        error
+}
+
+func newSender(cfg Config) *sender {
+	guard := ssrf.Guard{AllowPrivate: cfg.AllowPrivateNetworks}
+	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second, Control: guard.Control}
+	tr := &http.Transport{
+		Proxy:                  nil, // never from the environment
+		DialContext:            dialer.DialContext,
+		TLSHandshakeTimeout:    cfg.ConnectTimeout,
+		MaxIdleConns:           0,
+		MaxIdleConnsPerHost:    cfg.IdleConnsPerHost,
+		IdleConnTimeout:        90 * time.Second,
+		DisableCompression:     true, // the excerpt is what the receiver sent; no decompression bombs
+		ForceAttemptHTTP2:      true,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &sender{
+		client: &http.Client{
+			Transport: tr,
+			// Redirects are never followed: a 3xx is a failed attempt.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		userAgent: cfg.UserAgent,
+		readLimit: cfg.ResponseReadLimit,
+		excerpt:   cfg.ResponseExcerpt,
+	}
+}
+
+// send POSTs d's body, unchanged, to t, signed with every secret of t.
+// timeout bounds the whole exchange, reading the response included.
+func (s *sender) send(ctx context.Context, t Target, d *delivery.Delivery, timeout time.Duration) response {
+	u, err := url.Parse(t.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return response{err: fmt.Errorf("%w: %q", ErrInvalidURL, t.URL)}
+	}
+	keys, err := signature.ParseSecrets(t.Secrets)
+	if err != nil || len(keys) == 0 {
+		return response{err: fmt.Errorf("%w: %v", ErrInvalidSecret, err)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(d.Body))
+	if err != nil {
+		return response{err: fmt.Errorf("%w: %v", ErrInvalidURL, err)}
+	}
+	now := time.Now() // receivers check the timestamp against their wall clock
+	req.Header = http.Header{
+		"Webhook-Id":        {d.EventID},
+		"Webhook-Timestamp": {signature.Timestamp(now)},
+		"Webhook-Signature": {signature.Sign(d.EventID, now, d.Body, keys)},
+		"Content-Type":      {"application/json"},
+		"User-Agent":        {s.userAgent},
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return response{err: err}
+	}
+	defer resp.Body.Close()
+	out := response{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+	// Read up to the limit so a short body leaves the connection reusable;
+	// a longer one is abandoned and Close drops its connection.
+	var buf bytes.Buffer
+	// The status is the receiver's answer: a body cut short by the deadline
+	// or the connection does not change it.
+	_, _ = io.Copy(&buf, io.LimitReader(resp.Body, s.readLimit))
+	out.excerpt = excerpt(buf.Bytes(), s.excerpt)
+	return out
+}
+
+// excerpt returns at most n bytes of b as text Postgres accepts: valid
+// UTF-8 without NUL bytes.
+func excerpt(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+		// Do not cut a multi-byte character in two.
+		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
+			b = b[:len(b)-1]
+		}
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "")
+}
