@@ -38,10 +38,12 @@ type CLI struct {
 	LogFormat string `name:"log-format" enum:"text,json" default:"text" env:"HOOKD_LOG_FORMAT" help:"Log format: text or json."`
 	LogLevel  string `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"HOOKD_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
 
-	Run     RunCmd     `cmd:"" help:"Run every role in one process; embedded Kafka unless --brokers is set."`
-	Migrate MigrateCmd `cmd:"" help:"Apply the Postgres schema (idempotent) and exit."`
-	Broker  BrokerCmd  `cmd:"" help:"Run only the embedded Kafka broker (for running roles as separate processes on one machine)."`
-	Version VersionCmd `cmd:"" help:"Print the version and exit."`
+	Run         RunCmd         `cmd:"" help:"Run every role in one process; embedded Kafka unless --brokers is set."`
+	Migrate     MigrateCmd     `cmd:"" help:"Apply the Postgres schema (idempotent) and exit."`
+	Broker      BrokerCmd      `cmd:"" help:"Run only the embedded Kafka broker (for running roles as separate processes on one machine)."`
+	API         APICmd         `cmd:"" name:"api" help:"Serve only the HTTP API, health and metrics (no delivery role)."`
+	Healthcheck HealthcheckCmd `cmd:"" help:"Probe a running hookd's /readyz (container healthcheck); exit 0 when ready."`
+	Version     VersionCmd     `cmd:"" help:"Print the version and exit."`
 }
 
 // PostgresFlags select the database.
@@ -119,6 +121,18 @@ func (f DaemonFlags) requireBrokers(cmd string) error {
 		return fmt.Errorf("hookd %s needs --brokers (or HOOKD_BROKERS); only 'hookd run' starts an embedded broker", cmd)
 	}
 	return nil
+}
+
+// runRoles runs one or more roles (no embedded broker) as their own process.
+func runRoles(ctx context.Context, logger *slog.Logger, cmd string, f DaemonFlags, roles ...daemon.RoleFactory) error {
+	if err := f.requireBrokers(cmd); err != nil {
+		return usage(err)
+	}
+	cfg, err := f.daemonConfig()
+	if err != nil {
+		return err
+	}
+	return daemon.Run(ctx, cfg, logger, roles)
 }
 
 // usageError marks an error in the command line or configuration.
