@@ -1,0 +1,100 @@
+// Package producer is the Go client side of hookd's two ingress paths: Outbox
+// inserts an event into webhooks.outbox inside the caller's own pgx
+// transaction (so it is published if and only if that transaction commits),
+// and Produce writes an event envelope to the events topic with a franz-go
+// client. Both validate the event with package event's rules first. It never
+// commits or rolls back the caller's transaction and never retries.
+package producer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/event"
+)
+
+// Event is what an application publishes.
+type Event struct {
+	// ID is the event id; empty means generated (a UUID in the outbox, a
+	// derived id on the events topic).
+	ID string
+	// Account owns the event; required.
+	Account string
+	// Type is the event type, e.g. invoice.paid; required.
+	Type string
+	// Data is the payload: a json.RawMessage or []byte holding a JSON
+	// object, or any value that encodes to one. Nil means {}.
+	Data any
+	// Created is when the event happened; zero means now (the outbox's
+	// created_at default, or the record timestamp).
+	Created time.Time
+}
+
+func (e Event) envelope() (event.Envelope, []byte, error) {
+	var data json.RawMessage
+	switch d := e.Data.(type) {
+	case nil:
+	case json.RawMessage:
+		data = d
+	case []byte:
+		data = d
+	default:
+		b, err := json.Marshal(d)
+		if err != nil {
+			return event.Envelope{}, nil, fmt.Errorf("event data: %w", err)
+		}
+		data = b
+	}
+	env := event.Envelope{ID: e.ID, Account: e.Account, Type: e.Type, Data: data, Created: e.Created}
+	raw, err := event.Marshal(env)
+	if err != nil {
+		return env, nil, err
+	}
+	// The router applies the same rules; failing here is kinder than a
+	// dead letter later.
+	parsed, err := event.Parse(raw, event.Origin{Timestamp: time.Now()}, 0)
+	if err != nil {
+		return env, nil, fmt.Errorf("event: %w", err)
+	}
+	env.Data = parsed.Data
+	return env, raw, nil
+}
+
+// Outbox inserts e into webhooks.outbox within tx and returns the event id.
+// The relay publishes it once tx commits; if tx rolls back, it never is.
+func Outbox(ctx context.Context, tx pgx.Tx, e Event) (string, error) {
+	env, _, err := e.envelope()
+	if err != nil {
+		return "", err
+	}
+	var created *time.Time
+	if !e.Created.IsZero() {
+		created = &e.Created
+	}
+	var id string
+	err = tx.QueryRow(ctx, `INSERT INTO webhooks.outbox (id, account, type, payload, created_at)
+		VALUES (COALESCE(NULLIF($1, ''), gen_random_uuid()::text), $2, $3, $4::jsonb, COALESCE($5, now()))
+		RETURNING id`, env.ID, env.Account, env.Type, string(env.Data), created).Scan(&id)
+	if err != nil {
+		return "", fmt.Errorf("inserting into webhooks.outbox: %w", err)
+	}
+	return id, nil
+}
+
+// Produce writes e as an envelope to topic (keyed by account) and waits
+// for the broker's acknowledgement.
+func Produce(ctx context.Context, cl *kgo.Client, topic string, e Event) error {
+	env, raw, err := e.envelope()
+	if err != nil {
+		return err
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(env.Account), Value: raw}).FirstErr(); err != nil {
+		return fmt.Errorf("producing event to %s: %w", topic, err)
+	}
+	return nil
+}
