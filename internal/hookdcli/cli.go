@@ -199,6 +199,9 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 type RunCmd struct {
 	DaemonFlags
 	EmbeddedFlags
+	RelayFlags
+	DispatchFlags
+	AttemptLogFlags
 }
 
 // Run implements `hookd run`.
@@ -214,9 +217,10 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 	return daemon.Run(ctx, cfg, logger, c.roles())
 }
 
-// roles lists what `hookd run` runs; each role's command adds itself here.
+// roles lists what `hookd run` runs: every role, one endpoint index.
 func (c *RunCmd) roles() []daemon.RoleFactory {
-	return nil
+	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags, dispatch: c.DispatchFlags, attemptLog: c.AttemptLogFlags}
+	return append([]daemon.RoleFactory{s.indexRole(), s.relayRole(), s.routerRole(), s.dispatchRole()}, s.attemptLogRoles()...)
 }
 
 // MigrateCmd applies the schema.

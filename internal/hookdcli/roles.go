@@ -1,0 +1,245 @@
+package hookdcli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookd/hookd/attemptlog"
+	"github.com/hookd/hookd/daemon"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/endpoint"
+	"github.com/hookd/hookd/health"
+	"github.com/hookd/hookd/reconcile"
+	"github.com/hookd/hookd/relay"
+	"github.com/hookd/hookd/router"
+)
+
+// RelayFlags configure the outbox CDC relay.
+type RelayFlags struct {
+	RelaySlot        string `name:"relay-slot" default:"hookd_relay" env:"HOOKD_RELAY_SLOT" help:"Logical replication slot of the outbox relay (cluster-wide: one per hookd installation)."`
+	RelayPublication string `name:"relay-publication" default:"hookd_outbox" env:"HOOKD_RELAY_PUBLICATION" help:"Publication of the outbox table the relay streams."`
+}
+
+// DispatchFlags configure the dispatcher.
+type DispatchFlags struct {
+	MaxInFlight          int           `name:"max-in-flight" default:"4" env:"HOOKD_MAX_IN_FLIGHT" help:"Requests in flight per endpoint (an endpoint may set its own)."`
+	Concurrency          int           `name:"concurrency" default:"256" env:"HOOKD_CONCURRENCY" help:"Requests in flight per dispatcher process, all endpoints together."`
+	EndpointBacklog      int           `name:"endpoint-backlog" default:"1000" env:"HOOKD_ENDPOINT_BACKLOG" help:"Records of one endpoint held waiting for a slot; beyond it they go to the first retry tier without spending an attempt."`
+	ConnectTimeout       time.Duration `name:"connect-timeout" default:"3s" env:"HOOKD_CONNECT_TIMEOUT" help:"TCP connect and TLS handshake timeout of a webhook request."`
+	RequestTimeout       time.Duration `name:"request-timeout" default:"10s" env:"HOOKD_REQUEST_TIMEOUT" help:"Total timeout of a webhook request, response included (an endpoint may set its own)."`
+	AllowPrivateNetworks bool          `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Allow webhook destinations on loopback, private, link-local and metadata addresses (development and tests only)."`
+}
+
+// AttemptLogFlags configure the attempt-log writer and endpoint health.
+type AttemptLogFlags struct {
+	DisableAfter time.Duration `name:"disable-after" default:"72h" env:"HOOKD_DISABLE_AFTER" help:"Disable an endpoint after failing continuously this long."`
+}
+
+// roleSet builds roles for one process, sharing one endpoint index between
+// the roles that need it.
+type roleSet struct {
+	daemon     DaemonFlags
+	relay      RelayFlags
+	dispatch   DispatchFlags
+	attemptLog AttemptLogFlags
+
+	indexOnce sync.Once
+	index     *endpoint.Index
+	indexErr  error
+}
+
+func (s *roleSet) endpointIndex(env *daemon.Env) (*endpoint.Index, error) {
+	s.indexOnce.Do(func() {
+		s.index, s.indexErr = endpoint.NewIndex(endpoint.IndexConfig{}, endpoint.IndexDeps{
+			Source: env.Store, Logger: env.Logger.With("role", "endpoint-index"), Registerer: env.Registry,
+		})
+	})
+	return s.index, s.indexErr
+}
+
+// roleFunc adapts a name and a run function to daemon.Role.
+type roleFunc struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+func (r roleFunc) Name() string                  { return r.name }
+func (r roleFunc) Run(ctx context.Context) error { return r.run(ctx) }
+
+// indexRole makes sure the shared endpoint index runs once in the process.
+func (s *roleSet) indexRole() daemon.RoleFactory {
+	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+		x, err := s.endpointIndex(env)
+		if err != nil {
+			return nil, err
+		}
+		return roleFunc{"endpoint-index", x.Run}, nil
+	}
+}
+
+func (s *roleSet) relayRole() daemon.RoleFactory {
+	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+		r, err := relay.New(relay.Config{
+			Slot: s.relay.RelaySlot, Publication: s.relay.RelayPublication, EventsTopic: env.Names.Events,
+		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOpts, Logger: env.Logger.With("role", "relay"), Registerer: env.Registry})
+		if err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		return roleFunc{"relay", r.Run}, nil
+	}
+}
+
+func (s *roleSet) routerRole() daemon.RoleFactory {
+	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+		x, err := s.endpointIndex(env)
+		if err != nil {
+			return nil, err
+		}
+		r, err := router.New(router.Config{Topics: env.Names}, router.Deps{
+			Endpoints: x, Store: env.Store, KafkaOpts: env.KafkaOpts, Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("router: %w", err)
+		}
+		return roleFunc{"router", r.Run}, nil
+	}
+}
+
+// dispatchEndpoints adapts the endpoint index to what the dispatcher reads.
+type dispatchEndpoints struct{ x *endpoint.Index }
+
+var _ dispatcher.Endpoints = dispatchEndpoints{}
+
+func (a dispatchEndpoints) Endpoint(id string) (dispatcher.Target, bool) {
+	ep, ok := a.x.Endpoint(id)
+	if !ok {
+		return dispatcher.Target{}, false
+	}
+	return dispatcher.Target{
+		ID: ep.ID, Account: ep.Account, URL: ep.URL, Secrets: ep.Secrets, Disabled: !ep.Active(),
+		MaxInFlight: ep.MaxInFlight, Timeout: ep.Timeout,
+	}, true
+}
+
+func (s *roleSet) dispatchRole() daemon.RoleFactory {
+	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+		x, err := s.endpointIndex(env)
+		if err != nil {
+			return nil, err
+		}
+		d, err := dispatcher.New(dispatcher.Config{
+			Topics:               env.Topics,
+			MaxInFlight:          s.dispatch.MaxInFlight,
+			Concurrency:          s.dispatch.Concurrency,
+			EndpointBacklog:      s.dispatch.EndpointBacklog,
+			ConnectTimeout:       s.dispatch.ConnectTimeout,
+			Timeout:              s.dispatch.RequestTimeout,
+			AllowPrivateNetworks: s.dispatch.AllowPrivateNetworks,
+		}, dispatcher.Deps{
+			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOpts,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dispatcher: %w", err)
+		}
+		if s.dispatch.AllowPrivateNetworks {
+			env.Logger.Warn("SSRF guard off: webhooks may reach loopback, private and metadata addresses (--allow-private-networks)")
+		}
+		return roleFunc{"dispatch", func(ctx context.Context) error {
+			// Before the first load every endpoint would look deleted and
+			// its deliveries would be dead-lettered.
+			if err := x.WaitReady(ctx); err != nil {
+				return err
+			}
+			return d.Run(ctx)
+		}}, nil
+	}
+}
+
+func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
+	return []daemon.RoleFactory{
+		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+			w, err := attemptlog.New(attemptlog.Config{
+				Topic: env.Names.Attempts, OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
+			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOpts})
+			if err != nil {
+				return nil, fmt.Errorf("attempt log: %w", err)
+			}
+			return roleFunc{"attempt-log", w.Run}, nil
+		},
+		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+			m, err := health.NewMonitor(health.MonitorConfig{OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter},
+				health.MonitorDeps{Store: env.Store, Logger: env.Logger.With("role", "health"), Registerer: env.Registry, KafkaOpts: env.KafkaOpts})
+			if err != nil {
+				return nil, fmt.Errorf("endpoint health: %w", err)
+			}
+			return roleFunc{"endpoint-health", m.Run}, nil
+		},
+		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+			m, err := attemptlog.NewMaintainer(attemptlog.MaintainerConfig{Retention: s.daemon.AttemptRetention},
+				attemptlog.MaintainerDeps{Store: env.Store, Logger: env.Logger.With("role", "partitions"), Registerer: env.Registry})
+			if err != nil {
+				return nil, fmt.Errorf("attempt partitions: %w", err)
+			}
+			return roleFunc{"attempt-partitions", m.Run}, nil
+		},
+		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+			r, err := reconcile.New(reconcile.Config{Schedule: env.Topics.Schedule},
+				reconcile.Deps{Store: env.Store, Logger: env.Logger.With("role", "reconcile"), Registerer: env.Registry})
+			if err != nil {
+				return nil, fmt.Errorf("reconcile: %w", err)
+			}
+			return roleFunc{"reconcile", r.Run}, nil
+		},
+	}
+}
+
+// RelayCmd runs the outbox CDC relay alone.
+type RelayCmd struct {
+	DaemonFlags
+	RelayFlags
+}
+
+// Run implements `hookd relay`.
+func (c *RelayCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags}
+	return runRoles(ctx, logger, "relay", c.DaemonFlags, s.relayRole())
+}
+
+// RouterCmd runs the fan-out router alone.
+type RouterCmd struct {
+	DaemonFlags
+}
+
+// Run implements `hookd router`.
+func (c *RouterCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	s := &roleSet{daemon: c.DaemonFlags}
+	return runRoles(ctx, logger, "router", c.DaemonFlags, s.indexRole(), s.routerRole())
+}
+
+// DispatchCmd runs a dispatcher alone; start several to scale out.
+type DispatchCmd struct {
+	DaemonFlags
+	DispatchFlags
+}
+
+// Run implements `hookd dispatch`.
+func (c *DispatchCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	s := &roleSet{daemon: c.DaemonFlags, dispatch: c.DispatchFlags}
+	return runRoles(ctx, logger, "dispatch", c.DaemonFlags, s.indexRole(), s.dispatchRole())
+}
+
+// AttemptLogCmd runs the attempt-log writer, endpoint health, partition
+// maintenance and reconciliation.
+type AttemptLogCmd struct {
+	DaemonFlags
+	AttemptLogFlags
+}
+
+// Run implements `hookd attempt-log`.
+func (c *AttemptLogCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	s := &roleSet{daemon: c.DaemonFlags, attemptLog: c.AttemptLogFlags}
+	return runRoles(ctx, logger, "attempt-log", c.DaemonFlags, s.attemptLogRoles()...)
+}
