@@ -34,8 +34,8 @@ type Config struct {
 	Schedule retrytiers.Schedule
 	// MaxAge: a delivery non-terminal for longer than this is overdue
 	// whatever its next due time. Defaults to the schedule's total plus 25%
-	// (for jitter and Retry-After) plus DueGrace: 64h15m37.5s for the
-	// default schedule.
+	// (for jitter and Retry-After) plus DueGrace: about 65h for the default
+	// schedule.
 	MaxAge time.Duration
 	// Examples caps the overdue deliveries named in the log line.
 	// Defaults to 10.
