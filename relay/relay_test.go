@@ -148,6 +148,16 @@ func (c *collector) deliveries(t testing.TB) map[string]int {
 	return out
 }
 
+// waitStreaming waits until a relay has created and back-filled the slot
+// and streams from it.
+func (e *env) waitStreaming(t testing.TB) {
+	t.Helper()
+	waitFor(t, "a relay streaming from slot "+e.slot, 20*time.Second, func() bool {
+		s, err := e.db.Store.ReplicationSlot(context.Background(), e.slot)
+		return err == nil && s.Exists && s.Backfilled && s.Active
+	})
+}
+
 func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -227,6 +237,7 @@ func TestOutboxToDeliveries(t *testing.T) {
 	rl := e.newRelay(t, e.relayConfig())
 	start(t, rl.Run)
 	out := collect(t, e.kafka, e.names.Deliveries)
+	e.waitStreaming(t)
 
 	// A transaction left open while later ones commit.
 	longTx, err := st.Pool().Begin(ctx)
@@ -282,6 +293,7 @@ func TestFailoverBetweenRelays(t *testing.T) {
 	a, b := e.newRelay(t, e.relayConfig()), e.newRelay(t, e.relayConfig())
 	stopA := start(t, a.Run)
 	waitFor(t, "relay A to lead", 10*time.Second, a.Leading)
+	e.waitStreaming(t)
 	stopB := start(t, b.Run)
 
 	// Stream for a while; B must only stand by.
