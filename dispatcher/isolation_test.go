@@ -1,0 +1,86 @@
+package dispatcher_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookd/hookd/delivery"
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// TestIsolation is the acceptance test of issue 4: one endpoint answers
+// after 30s, 50 answer at once, 200 events each, 20 slots in all. Every
+// healthy delivery must be done before the slow endpoint's first answer
+// (and within 30s), and the slow endpoint never sees more than 4
+// concurrent requests. Once asserted, the slow endpoint is released early
+// instead of waiting out its 30s.
+func TestIsolation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		partition int32 // -1: hash the endpoint id over 12 partitions
+	}{
+		{"hashed over 12 partitions", -1},
+		{"all on one partition", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const healthy, perEndpoint = 50, 200
+			b := setup(t, setupOpts{partitions: 12})
+			release := make(chan struct{})
+			slow := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-release:
+				case <-time.After(30 * time.Second):
+				case <-r.Context().Done():
+				}
+			})
+			// Its own 60s timeout, so the requests really hang for 30s.
+			b.eps.set(dispatcher.Target{ID: "ep_slow", URL: slow.srv.URL, Timeout: 60 * time.Second})
+			fast := make([]*receiver, healthy)
+			for i := range fast {
+				fast[i] = newReceiver(t, nil)
+				b.eps.set(dispatcher.Target{ID: fmt.Sprintf("ep_%02d", i), URL: fast[i].srv.URL})
+			}
+			var ds []*delivery.Delivery
+			for n := range perEndpoint {
+				// The slow endpoint's records come first in every partition.
+				ds = append(ds, newDelivery(fmt.Sprintf("evt_slow_%d", n), "ep_slow"))
+			}
+			for n := range perEndpoint {
+				for i := range fast {
+					ds = append(ds, newDelivery(fmt.Sprintf("evt_%02d_%d", i, n), fmt.Sprintf("ep_%02d", i)))
+				}
+			}
+			b.produce(tc.partition, ds...)
+
+			start := time.Now()
+			b.start(dispatcher.Config{AllowPrivateNetworks: true, Concurrency: 20}, runOpts{})
+			healthyDone := func() int {
+				n := 0
+				for _, rc := range fast {
+					n += int(rc.answered.Load())
+				}
+				return n
+			}
+			eventually(t, 30*time.Second, func() bool { return healthyDone() == healthy*perEndpoint },
+				"healthy deliveries done: %d of %d", healthyDone(), healthy*perEndpoint)
+			elapsed := time.Since(start)
+			require.Zero(t, slow.answered.Load(), "healthy endpoints finish before the slow one's first answer")
+			require.LessOrEqual(t, slow.maxSeen.Load(), int32(4), "slow endpoint never sees more than 4 concurrent requests")
+			require.Equal(t, int32(4), slow.maxSeen.Load(), "the slow endpoint uses its 4 slots")
+			for i, rc := range fast {
+				require.Equal(t, perEndpoint, rc.distinct(), "endpoint %d", i)
+			}
+			t.Logf("%d healthy deliveries in %s with the slow endpoint holding 4 of 20 slots", healthy*perEndpoint, elapsed.Round(time.Millisecond))
+
+			close(release)
+			eventually(t, 30*time.Second, func() bool { return slow.distinct() == perEndpoint }, "slow endpoint served after release")
+			require.LessOrEqual(t, slow.maxSeen.Load(), int32(4))
+		})
+	}
+}
