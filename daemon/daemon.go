@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,11 +39,17 @@ type Env struct {
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
 	Store    *store.Store
-	// KafkaOpts are the shared client options (seeds, logging, metrics);
-	// each role appends its own and builds its own client.
+	// KafkaOpts are the shared client options (seeds, logging), without
+	// metrics; roles use KafkaOptsFor.
 	KafkaOpts []kgo.Opt
 	Topics    topics.Config
 	Names     topics.Names
+}
+
+// KafkaOptsFor returns the shared client options plus the client metrics
+// of one named client (label client=<name>). Give every client its own name.
+func (e *Env) KafkaOptsFor(client string) []kgo.Opt {
+	return append(slices.Clip(e.KafkaOpts), kgo.WithHooks(kafkaconn.MetricsHook(e.Registry, client)))
 }
 
 // RoleFactory builds a role once the environment is up.
@@ -175,9 +182,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, roles []RoleFacto
 	}
 
 	// 4. Kafka: reachable, topics provisioned.
-	metrics := kafkaconn.NewMetrics(reg)
-	env.KafkaOpts = kafkaconn.Opts(cfg.Kafka, logger, metrics)
-	kafkaClient, err = kgo.NewClient(env.KafkaOpts...)
+	env.KafkaOpts = kafkaconn.Opts(cfg.Kafka, logger)
+	kafkaClient, err = kgo.NewClient(env.KafkaOptsFor("admin")...)
 	if err != nil {
 		return startup(fmt.Errorf("kafka client: %w", err))
 	}

@@ -60,20 +60,39 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Metrics are the franz-go client metrics, registered once and shared by
-// every client of the process.
-type Metrics = kprom.Metrics
+// MetricsHook returns a kgo hook exporting one client's metrics (kprom) on
+// reg under the "hookd_kafka" namespace, labelled client=<name>. A kprom
+// hook serves exactly one client, so every client gets its own, with its
+// own name; a name used twice keeps the first client's series.
+func MetricsHook(reg prometheus.Registerer, name string) kgo.Hook {
+	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"client": name}, reg)
+	return kprom.NewMetrics("hookd_kafka", kprom.Registerer(tolerantRegisterer{wrapped}))
+}
 
-// NewMetrics registers the client metrics on reg under the "hookd_kafka"
-// namespace.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	return kprom.NewMetrics("hookd_kafka", kprom.Registerer(reg), kprom.WithClientLabel())
+// tolerantRegisterer ignores a collector registered twice instead of
+// panicking (kprom registers with MustRegister).
+type tolerantRegisterer struct{ prometheus.Registerer }
+
+func (r tolerantRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		_ = r.Register(c)
+	}
+}
+
+func (r tolerantRegisterer) Register(c prometheus.Collector) error {
+	err := r.Registerer.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		return nil
+	}
+	return err
 }
 
 // Opts returns the client options every hookd client shares: seeds, client
-// id, logging, metrics, and a producer that cannot lose an acknowledged
-// record (acks=all and idempotence are kgo's defaults, kept on purpose).
-func Opts(cfg Config, logger *slog.Logger, metrics *Metrics) []kgo.Opt {
+// id, logging, and a producer that cannot lose an acknowledged record
+// (acks=all and idempotence are kgo's defaults, kept on purpose). Add
+// MetricsHook per client.
+func Opts(cfg Config, logger *slog.Logger, hooks ...kgo.Hook) []kgo.Opt {
 	cfg.SetDefaults()
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -83,8 +102,8 @@ func Opts(cfg Config, logger *slog.Logger, metrics *Metrics) []kgo.Opt {
 		kgo.WithLogger(kslog.New(logger.With("component", "kafka"))),
 		kgo.ProducerLinger(5 * time.Millisecond),
 	}
-	if metrics != nil {
-		opts = append(opts, kgo.WithHooks(metrics))
+	if len(hooks) > 0 {
+		opts = append(opts, kgo.WithHooks(hooks...))
 	}
 	return opts
 }

@@ -105,7 +105,7 @@ func (g *Globals) Kafka(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, erro
 	if err := kc.Validate(); err != nil {
 		return nil, Usage(err)
 	}
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(kc, g.logger, nil), opts...)...)
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(kc, g.logger), opts...)...)
 	if err != nil {
 		return nil, Usage(fmt.Errorf("kafka client: %w", err))
 	}

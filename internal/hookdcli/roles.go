@@ -84,7 +84,7 @@ func (s *roleSet) relayRole() daemon.RoleFactory {
 	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
 		r, err := relay.New(relay.Config{
 			Slot: s.relay.RelaySlot, Publication: s.relay.RelayPublication, EventsTopic: env.Names.Events,
-		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOpts, Logger: env.Logger.With("role", "relay"), Registerer: env.Registry})
+		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOptsFor("relay"), Logger: env.Logger.With("role", "relay"), Registerer: env.Registry})
 		if err != nil {
 			return nil, fmt.Errorf("relay: %w", err)
 		}
@@ -99,7 +99,7 @@ func (s *roleSet) routerRole() daemon.RoleFactory {
 			return nil, err
 		}
 		r, err := router.New(router.Config{Topics: env.Names}, router.Deps{
-			Endpoints: x, Store: env.Store, KafkaOpts: env.KafkaOpts, Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
+			Endpoints: x, Store: env.Store, KafkaOpts: env.KafkaOptsFor("router"), Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("router: %w", err)
@@ -139,7 +139,7 @@ func (s *roleSet) dispatchRole() daemon.RoleFactory {
 			Timeout:              s.dispatch.RequestTimeout,
 			AllowPrivateNetworks: s.dispatch.AllowPrivateNetworks,
 		}, dispatcher.Deps{
-			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOpts,
+			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("dispatch"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)
@@ -163,7 +163,7 @@ func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
 		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
 			w, err := attemptlog.New(attemptlog.Config{
 				Topic: env.Names.Attempts, OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
-			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOpts})
+			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("attempt-log")})
 			if err != nil {
 				return nil, fmt.Errorf("attempt log: %w", err)
 			}
@@ -171,7 +171,7 @@ func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
 		},
 		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
 			m, err := health.NewMonitor(health.MonitorConfig{OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter},
-				health.MonitorDeps{Store: env.Store, Logger: env.Logger.With("role", "health"), Registerer: env.Registry, KafkaOpts: env.KafkaOpts})
+				health.MonitorDeps{Store: env.Store, Logger: env.Logger.With("role", "health"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("endpoint-health")})
 			if err != nil {
 				return nil, fmt.Errorf("endpoint health: %w", err)
 			}
