@@ -122,6 +122,9 @@ type Writer struct {
 	m       *metrics
 	health  *health.Metrics
 	backoff func(prev time.Duration) time.Duration
+	// skipped holds the attempt ids of the batch in hand that Postgres
+	// refused (Run's goroutine only).
+	skipped map[string]bool
 }
 
 // New checks cfg and registers the writer's metrics.
@@ -218,6 +221,7 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *health.Announc
 		decoded = append(decoded, r)
 	}
 	start := time.Now()
+	w.skipped = map[string]bool{}
 	res, err := w.write(wctx, decoded, oldest)
 	if err != nil {
 		return err
@@ -278,6 +282,7 @@ func (w *Writer) write(ctx context.Context, recs []*attempt.Record, oldest time.
 func (w *Writer) split(ctx context.Context, recs []*attempt.Record, oldest time.Time, cause error) (store.WriteAttemptsResult, error) {
 	if len(recs) == 1 {
 		r := recs[0]
+		w.skipped[r.AttemptID] = true
 		w.m.records.WithLabelValues("invalid").Inc()
 		w.deps.Logger.ErrorContext(ctx, "skipping an attempt record Postgres refuses",
 			"attempt_id", r.AttemptID, "delivery_id", r.DeliveryID, "error", cause)
@@ -304,6 +309,9 @@ func (w *Writer) split(ctx context.Context, recs []*attempt.Record, oldest time.
 func (w *Writer) count(recs []*attempt.Record, res store.WriteAttemptsResult) {
 	counted := make(map[string]bool, len(res.Inserted))
 	for _, r := range recs {
+		if w.skipped[r.AttemptID] {
+			continue // counted as invalid
+		}
 		if !res.Inserted[r.AttemptID] || counted[r.AttemptID] {
 			w.m.records.WithLabelValues("duplicate").Inc()
 			continue

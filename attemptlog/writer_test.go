@@ -373,7 +373,11 @@ func TestWriterDisablesEndpoints(t *testing.T) {
 	require.Equal(t, health.EventTypeEndpointDisabled, ev.Type)
 	require.Equal(t, "gone", ev.Reason)
 	require.Equal(t, "https://example.com/hook", ev.URL)
-	require.Equal(t, 1, b.queryInt(t, `SELECT count(*) FROM webhooks.endpoints WHERE id = 'ep-gone' AND status = 'disabled' AND disabled_notified_at IS NOT NULL`))
+	require.Equal(t, "disabled", b.status(t, "ep-gone"))
+	// The endpoint is marked notified once the broker acknowledged the event.
+	eventually(t, 10*time.Second, "ep-gone marked notified", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.endpoints WHERE id = 'ep-gone' AND disabled_notified_at IS NOT NULL`) == 1
+	})
 
 	// Failing continuously: not disabled at 71h, disabled past 72h (clock
 	// injected), once.
