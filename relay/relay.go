@@ -197,7 +197,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	r := &Relay{cfg: cfg, st: deps.Store, opts: deps.KafkaOpts, logger: deps.Logger.With("role", "relay", "slot", cfg.Slot)}
+	r := &Relay{cfg: cfg, st: deps.Store, opts: deps.KafkaOpts, logger: deps.Logger.With("slot", cfg.Slot)}
 	r.m = metrics{
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_leader",
 			Help: "1 while this relay holds the leader lock and streams, else 0."}),

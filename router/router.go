@@ -155,7 +155,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger.With("role", "router")}
+	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger}
 	r.m = metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_events_total",
 			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed active endpoint) or invalid (dead-lettered)."},

@@ -36,7 +36,8 @@ const (
 type CLI struct {
 	Globals
 
-	Topics TopicsCmd `cmd:"" help:"Inspect hookd's Kafka topics."`
+	Endpoints EndpointsCmd `cmd:"" help:"Manage webhook endpoints: add, list, show, update, disable, enable, rotate-secret, delete."`
+	Topics    TopicsCmd    `cmd:"" help:"Inspect hookd's Kafka topics."`
 }
 
 // Globals are the connection and output flags every command shares.
