@@ -200,13 +200,12 @@ const updateFailingSince = `UPDATE webhooks.endpoints e SET failing_since = n.fs
 FROM (
 	SELECT e2.id, LEAST(
 		CASE WHEN e2.failing_since > ` + healthBase + ` THEN e2.failing_since END,
-		(SELECT min(i.started_at) FROM hookd_attempts_in i
-			WHERE i.fresh AND i.endpoint_id = e2.id AND i.outcome IN ` + sqlFailures + `
-			AND i.started_at > ` + healthBase + `)
+		min(i.started_at) FILTER (WHERE i.outcome IN ` + sqlFailures + ` AND i.started_at > ` + healthBase + `)
 	) AS fs
 	FROM webhooks.endpoints e2
+	JOIN hookd_attempts_in i ON i.endpoint_id = e2.id AND i.fresh
 	LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e2.id
-	WHERE e2.id IN (SELECT endpoint_id FROM hookd_attempts_in WHERE fresh)
+	GROUP BY e2.id, e2.failing_since, h.last_success_at, h.reset_at
 	ORDER BY e2.id
 ) n
 WHERE e.id = n.id AND e.failing_since IS DISTINCT FROM n.fs`
@@ -226,11 +225,12 @@ const disableFromBatch = `UPDATE webhooks.endpoints e SET
 	status = 'disabled', disabled_at = $1, disabled_notified_at = NULL, updated_at = now(),
 	disabled_reason = CASE WHEN g.gone THEN ` + disabledReasonGone + ` ELSE ` + disabledReasonFailing + ` END
 FROM (
-	SELECT e2.id, EXISTS (SELECT 1 FROM hookd_attempts_in i
-		WHERE i.fresh AND i.endpoint_id = e2.id AND i.outcome = 'gone' AND i.started_at > ` + healthBase + `) AS gone
+	SELECT e2.id, bool_or(i.outcome = 'gone' AND i.started_at > ` + healthBase + `) AS gone
 	FROM webhooks.endpoints e2
+	JOIN hookd_attempts_in i ON i.endpoint_id = e2.id AND i.fresh
 	LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e2.id
-	WHERE e2.status = 'active' AND e2.id IN (SELECT endpoint_id FROM hookd_attempts_in WHERE fresh)
+	WHERE e2.status = 'active'
+	GROUP BY e2.id
 	ORDER BY e2.id
 ) g
 WHERE e.id = g.id AND e.status = 'active' AND (g.gone OR ($4 AND e.failing_since <= $2))
