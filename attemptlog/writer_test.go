@@ -448,3 +448,20 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	_, err = attemptlog.NewMaintainer(attemptlog.MaintainerConfig{Retention: time.Hour}, attemptlog.MaintainerDeps{})
 	require.ErrorContains(t, err, "attempt retention: must be at least 24h, got 1h0m0s")
 }
+
+func TestTwoWritersShareTheLogWithoutGapOrDuplicate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	recs := history("two", "ep1", 120) // 300 records
+	b.startWriter(t, attemptlog.Config{MaxBatch: 30}, b.reg)
+	b.startWriter(t, attemptlog.Config{MaxBatch: 30}, prometheus.NewRegistry())
+	for i := 0; i < len(recs); i += 25 {
+		b.produce(t, recs[i:min(i+25, len(recs))]...)
+	}
+	eventually(t, 30*time.Second, "every attempt in the log", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.attempts`) == len(recs)
+	})
+	require.Equal(t, len(recs), b.queryInt(t, `SELECT count(DISTINCT attempt_id) FROM webhooks.attempts`))
+	require.Equal(t, 0, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status IN ('pending', 'retrying')`))
+	require.Equal(t, 4, b.queryInt(t, `SELECT attempts FROM webhooks.deliveries WHERE id = 'two-d003'`))
+}
