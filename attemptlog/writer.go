@@ -53,6 +53,10 @@ type Config struct {
 	RetryMin time.Duration
 	// RetryMax caps the wait between two tries of a batch. Defaults to 5s.
 	RetryMax time.Duration
+	// WriteTimeout bounds one try of a batch, so that a Postgres that hangs
+	// (a lock held, a network partition) counts as down and is retried
+	// rather than waited on forever. Defaults to 30s.
+	WriteTimeout time.Duration
 	// DrainTimeout bounds, once Run's context ends, how long the batch in
 	// hand may still take to be written and committed; records not written
 	// by then are left uncommitted in Kafka. Defaults to 10s.
@@ -81,6 +85,9 @@ func (c *Config) setDefaults() {
 	if c.RetryMax == 0 {
 		c.RetryMax = 5 * time.Second
 	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 10 * time.Second
 	}
@@ -96,6 +103,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("attempt log retry min: must be positive, got %s", c.RetryMin)
 	case c.RetryMax < c.RetryMin:
 		return fmt.Errorf("attempt log retry max: must be at least retry min (%s), got %s", c.RetryMin, c.RetryMax)
+	case c.WriteTimeout < 10*time.Millisecond:
+		return fmt.Errorf("attempt log write timeout: must be at least 10ms, got %s", c.WriteTimeout)
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("attempt log drain timeout: must not be negative, got %s", c.DrainTimeout)
 	}
@@ -251,9 +260,11 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *health.Announc
 func (w *Writer) write(ctx context.Context, recs []*attempt.Record, oldest time.Time) (store.WriteAttemptsResult, error) {
 	var wait time.Duration
 	for try := 1; ; try++ {
-		res, err := w.deps.Store.WriteAttempts(ctx, store.WriteAttemptsParams{
+		tctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+		res, err := w.deps.Store.WriteAttempts(tctx, store.WriteAttemptsParams{
 			Records: recs, Now: w.deps.Clock(), DisableAfter: w.cfg.DisableAfter,
 		})
+		cancel()
 		if err == nil {
 			w.m.postgresUp.Set(1)
 			return res, nil

@@ -465,3 +465,29 @@ func TestTwoWritersShareTheLogWithoutGapOrDuplicate(t *testing.T) {
 	require.Equal(t, 0, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status IN ('pending', 'retrying')`))
 	require.Equal(t, 4, b.queryInt(t, `SELECT attempts FROM webhooks.deliveries WHERE id = 'two-d003'`))
 }
+
+func TestWriterRetriesAHungPostgres(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.startWriter(t, attemptlog.Config{WriteTimeout: 200 * time.Millisecond}, b.reg)
+
+	// Another session holds the attempt log locked: writes hang rather than
+	// fail, and must time out, count as down and be retried.
+	locker, err := b.db.Store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = locker.Rollback(ctx) }()
+	_, err = locker.Exec(ctx, `LOCK TABLE webhooks.attempts IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	recs := history("hung", "ep1", 10)
+	b.produce(t, recs...)
+	eventually(t, 20*time.Second, "the writer to time out twice", func() bool {
+		return metricValue(t, b.reg, "hookd_attempt_log_write_errors_total", "transient") >= 2 &&
+			metricValue(t, b.reg, "hookd_attempt_log_postgres_up") == 0
+	})
+	require.NoError(t, locker.Rollback(ctx))
+	eventually(t, 20*time.Second, "the log to catch up", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.attempts`) == len(recs)
+	})
+	require.Equal(t, 1.0, metricValue(t, b.reg, "hookd_attempt_log_postgres_up"))
+}
