@@ -39,6 +39,10 @@ type CLI struct {
 	LogLevel  string `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"HOOKD_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
 
 	Run         RunCmd         `cmd:"" help:"Run every role in one process; embedded Kafka unless --brokers is set."`
+	Relay       RelayCmd       `cmd:"" help:"Run the outbox CDC relay (one streams at a time; others wait as standbys)."`
+	Router      RouterCmd      `cmd:"" help:"Run the router: validate events and fan them out to deliveries."`
+	Dispatch    DispatchCmd    `cmd:"" help:"Run a dispatcher (a consumer group: start more to scale out)."`
+	AttemptLog  AttemptLogCmd  `cmd:"" name:"attempt-log" help:"Run the attempt-log writer, endpoint health, partition maintenance and reconciliation."`
 	Migrate     MigrateCmd     `cmd:"" help:"Apply the Postgres schema (idempotent) and exit."`
 	Broker      BrokerCmd      `cmd:"" help:"Run only the embedded Kafka broker (for running roles as separate processes on one machine)."`
 	API         APICmd         `cmd:"" name:"api" help:"Serve only the HTTP API, health and metrics (no delivery role)."`
