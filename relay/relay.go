@@ -56,7 +56,8 @@ type Config struct {
 	// often the leader checks its lock connection. Defaults to 1s.
 	LeaderPoll time.Duration
 	// StatusInterval is how often the leader reports its confirmed
-	// position to Postgres. Defaults to 1s.
+	// position to Postgres; after a crash, at most about this much of the
+	// stream is published again. Defaults to 250ms.
 	StatusInterval time.Duration
 	// PruneInterval is how often the leader deletes old outbox rows.
 	// Defaults to 30s.
@@ -99,7 +100,7 @@ func (c *Config) setDefaults() {
 		c.LeaderPoll = time.Second
 	}
 	if c.StatusInterval == 0 {
-		c.StatusInterval = time.Second
+		c.StatusInterval = 250 * time.Millisecond
 	}
 	if c.PruneInterval == 0 {
 		c.PruneInterval = 30 * time.Second
