@@ -108,7 +108,8 @@ WHERE i.attempt_id = ins.attempt_id AND i.started_at = ins.started_at
 RETURNING i.attempt_id`
 
 // deliverySource is, per delivery of the batch, its newest new attempt (by
-// start time, then attempt number) and its highest attempt number.
+// start time, then attempt number) and its highest attempt number among the
+// attempts actually made.
 const deliverySource = `WITH f AS (SELECT * FROM hookd_attempts_in WHERE fresh),
 latest AS (
 	SELECT DISTINCT ON (delivery_id) * FROM f ORDER BY delivery_id, started_at DESC, attempt DESC, attempt_id DESC
@@ -118,7 +119,11 @@ src AS (
 		CASE l.next_action WHEN 'done' THEN 'delivered' WHEN 'dead_letter' THEN 'dead' WHEN 'retry' THEN 'retrying' END AS new_status,
 		COALESCE(NULLIF(l.error, ''), NULLIF(l.error_class, '')) AS last_error,
 		l.started_at + make_interval(secs => l.duration_ms / 1000.0) AS finished_at
-	FROM latest l JOIN (SELECT delivery_id, max(attempt) AS max_attempt FROM f GROUP BY delivery_id) m USING (delivery_id)
+	FROM latest l JOIN (
+		-- deferred and skipped records carry the number of an attempt not made
+		SELECT delivery_id, COALESCE(max(attempt) FILTER (WHERE outcome NOT IN ('deferred', 'skipped')), 0) AS max_attempt
+		FROM f GROUP BY delivery_id
+	) m USING (delivery_id)
 )
 `
 

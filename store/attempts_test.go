@@ -145,6 +145,14 @@ func TestWriteAttemptsIdempotentAndStateful(t *testing.T) {
 	require.Equal(t, 3, d4.Attempts)
 	require.True(t, d4.NextDue.Equal(t0.Add(3*time.Minute+30*time.Second)), "next due %s", d4.NextDue)
 
+	// A deferred record (backlog full, no request made) moves the due time
+	// but does not count as an attempt.
+	deferred := rec("d4", "ep1", 4, attempt.OutcomeDeferred, attempt.NextRetry)
+	write(t, db, t0, deferred)
+	d4 = getDelivery(t, db, "d4")
+	require.Equal(t, 3, d4.Attempts)
+	require.True(t, d4.NextDue.Equal(deferred.NextDueAt))
+
 	// Out of order within a batch: the newest attempt wins.
 	write(t, db, t0,
 		rec("d3", "ep1", 2, attempt.OutcomeDelivered, attempt.NextDone),
