@@ -260,7 +260,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, store.ErrRelaySetup) {
-			return fmt.Errorf("relay: %w", err)
+			return err
 		}
 		if led {
 			backoff = r.cfg.RetryBackoff

@@ -391,3 +391,24 @@ func TestRoleWithoutReplicationIsOneClearLine(t *testing.T) {
 	require.Contains(t, err.Error(), "lacks the REPLICATION attribute")
 	require.NotContains(t, err.Error(), "\n")
 }
+
+// TestWalLevelNotLogicalIsOneClearLine needs a server without
+// wal_level=logical (plain `pg_virtualenv go test ./relay/`); it skips on a
+// logical one.
+func TestWalLevelNotLogicalIsOneClearLine(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	var level string
+	require.NoError(t, e.db.Store.Pool().QueryRow(ctx, `SHOW wal_level`).Scan(&level))
+	if level == "logical" {
+		t.Skip("the server runs with wal_level=logical")
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err := e.newRelay(t, e.relayConfig()).Run(rctx)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "wal_level is \""+level+"\" but the relay needs logical")
+	require.NotContains(t, err.Error(), "\n")
+	t.Log(err)
+}
