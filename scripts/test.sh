@@ -18,4 +18,5 @@ command -v pg_virtualenv >/dev/null 2>&1 || {
 exec pg_virtualenv -t \
 	-o wal_level=logical -o max_replication_slots=64 -o max_wal_senders=64 \
 	-o max_connections=400 -o fsync=off \
+	-o log_min_messages=warning -o log_checkpoints=off -o log_min_error_statement=panic \
 	-- $gotest "$@"
