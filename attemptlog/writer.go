@@ -118,7 +118,8 @@ type Deps struct {
 	// Registerer receives the metrics. Required.
 	Registerer prometheus.Registerer
 	// KafkaOpts are the shared client options (seeds, logging, metrics); the
-	// writer adds its group, topic and manual commits.
+	// writer adds its group, topic and manual commits. Its default fetch
+	// size (kgo.FetchMaxBytes, 8 MiB) can be overridden here.
 	KafkaOpts []kgo.Opt
 	// Clock returns now. Defaults to time.Now.
 	Clock func() time.Time
@@ -173,7 +174,11 @@ func (w *Writer) Name() string { return "attempt-log" }
 // finishes the batch in hand (within DrainTimeout), commits its offsets and
 // leaves the group.
 func (w *Writer) Run(ctx context.Context) error {
-	opts := append([]kgo.Opt{}, w.deps.KafkaOpts...)
+	// Attempt records are small: 8 MiB per broker fetch is thousands of
+	// them, and bounds what sits in memory while Postgres is down (kgo
+	// buffers one fetch per broker and fetches no more until it is polled).
+	// KafkaOpts may override it.
+	opts := append([]kgo.Opt{kgo.FetchMaxBytes(8 << 20)}, w.deps.KafkaOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topic),
