@@ -79,8 +79,8 @@ func TestMigrateTwiceIsNoOp(t *testing.T) {
 }
 
 // TestRunServesThenStopsOnSIGTERMAndKeepsRecords starts hookd on the
-// embedded broker, checks /readyz and the topics (with kcat when present),
-// produces a record, stops with SIGTERM (exit 0), starts again on the same
+// embedded broker, checks /readyz and the topics with kcat, produces a record
+// with kcat, stops with SIGTERM (exit 0), starts again on the same
 // data dir and reads the record back.
 func TestRunServesThenStopsOnSIGTERMAndKeepsRecords(t *testing.T) {
 	t.Parallel()
@@ -94,21 +94,19 @@ func TestRunServesThenStopsOnSIGTERMAndKeepsRecords(t *testing.T) {
 	p := proctest.Start(t, hookd, env, "run", "--log-format", "json")
 	p.WaitReady(httpAddr, 60*time.Second)
 
-	if kcat, err := exec.LookPath("kcat"); err == nil {
-		out, err := exec.Command(kcat, "-b", kafkaAddr, "-L").CombinedOutput()
-		require.NoError(t, err, string(out))
-		for _, topic := range []string{"webhooks.events", "webhooks.deliveries", "webhooks.retry.30s", "webhooks.retry.24h", "webhooks.dlq"} {
-			require.Contains(t, string(out), fmt.Sprintf("topic %q with 3 partitions", topic))
-		}
+	kcat, err := exec.LookPath("kcat")
+	require.NoError(t, err, "kcat is needed (make test installs it)")
+	out, err := exec.Command(kcat, "-b", kafkaAddr, "-L").CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, topic := range []string{"webhooks.events", "webhooks.deliveries", "webhooks.retry.30s", "webhooks.retry.24h", "webhooks.dlq"} {
+		require.Contains(t, string(out), fmt.Sprintf("topic %q with 3 partitions", topic))
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
-	require.NoError(t, err)
 	value := fmt.Sprintf(`{"account":"acct_1","type":"test.persist","data":{"n":%d}}`, time.Now().UnixNano())
-	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "webhooks.events", Value: []byte(value)}).FirstErr())
-	cl.Close()
+	produce := exec.Command(kcat, "-b", kafkaAddr, "-P", "-t", "webhooks.events")
+	produce.Stdin = strings.NewReader(value + "\n")
+	out, err = produce.CombinedOutput()
+	require.NoError(t, err, string(out))
 
 	p.Signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.Wait(30*time.Second), "SIGTERM must exit 0; stderr:\n%s", p.Stderr())
@@ -116,7 +114,9 @@ func TestRunServesThenStopsOnSIGTERMAndKeepsRecords(t *testing.T) {
 
 	p2 := proctest.Start(t, hookd, env, "run")
 	p2.WaitReady(httpAddr, 60*time.Second)
-	cl, err = kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumeTopics("webhooks.events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumeTopics("webhooks.events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
 	defer cl.Close()
 	found := false
