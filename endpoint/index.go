@@ -78,6 +78,10 @@ type Index struct {
 	byID      map[string]*Endpoint
 	byAccount map[string][]*Endpoint // active and disabled, sorted by id
 
+	// refreshMu serialises each read of Postgres with the install of its
+	// result, so a slow full reload never overwrites a newer refresh.
+	refreshMu sync.Mutex
+
 	readyOnce sync.Once
 	ready     chan struct{}
 
@@ -206,7 +210,12 @@ func (x *Index) refreshLoop(ctx context.Context) {
 			if len(ids) == 0 {
 				continue
 			}
+			x.refreshMu.Lock()
 			eps, err := x.src.EndpointsByID(ctx, ids)
+			if err == nil {
+				x.apply(ids, eps)
+			}
+			x.refreshMu.Unlock()
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -215,19 +224,24 @@ func (x *Index) refreshLoop(ctx context.Context) {
 				x.logger.WarnContext(ctx, "endpoint index: refreshing changed endpoints failed; retrying with a full reload",
 					"error", err.Error(), "endpoints", len(ids))
 				if err := x.reload(ctx); err != nil && ctx.Err() == nil {
-					// Put them back; the next notification or resync retries.
+					// Put them back and retry after a pause.
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(x.cfg.RetryBackoff):
+					}
 					for _, id := range ids {
 						x.enqueue(id)
 					}
 				}
-				continue
 			}
-			x.apply(ids, eps)
 		}
 	}
 }
 
 func (x *Index) reload(ctx context.Context) error {
+	x.refreshMu.Lock()
+	defer x.refreshMu.Unlock()
 	eps, err := x.src.AllEndpoints(ctx)
 	if err != nil {
 		return fmt.Errorf("loading endpoints: %w", err)
