@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Delivery is one row of webhooks.deliveries: the state of one event for
+// one endpoint, as the attempt-log writer last recorded it.
+type Delivery struct {
+	ID             string     `json:"id"`
+	EventID        string     `json:"event_id"`
+	EndpointID     string     `json:"endpoint_id"`
+	Account        string     `json:"account"`
+	EventType      string     `json:"event_type"`
+	Status         string     `json:"status"`
+	Attempts       int        `json:"attempts"`
+	LastStatusCode int        `json:"last_status_code,omitempty"`
+	LastError      string     `json:"last_error,omitempty"`
+	NextDueAt      *time.Time `json:"next_due_at,omitempty"`
+	DeadReason     string     `json:"dead_reason,omitempty"`
+	DLQTopic       string     `json:"dlq_topic,omitempty"`
+	DLQPartition   *int32     `json:"dlq_partition,omitempty"`
+	DLQOffset      *int64     `json:"dlq_offset,omitempty"`
+	EventCreatedAt time.Time  `json:"event_created_at"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	DeliveredAt    *time.Time `json:"delivered_at,omitempty"`
+	LastAttemptAt  *time.Time `json:"last_attempt_at,omitempty"`
+}
+
+// Attempt is one row of the attempt log.
+type Attempt struct {
+	AttemptID       string    `json:"attempt_id"`
+	DeliveryID      string    `json:"delivery_id"`
+	Attempt         int       `json:"attempt"`
+	Tier            string    `json:"tier"`
+	StartedAt       time.Time `json:"started_at"`
+	DurationMS      int       `json:"duration_ms"`
+	StatusCode      int       `json:"status_code,omitempty"`
+	Outcome         string    `json:"outcome"`
+	ErrorClass      string    `json:"error_class,omitempty"`
+	Error           string    `json:"error,omitempty"`
+	ResponseExcerpt string    `json:"response_excerpt,omitempty"`
+	NextAction      string    `json:"next_action"`
+	ReplayID        string    `json:"replay_id,omitempty"`
+}
+
+const deliveryColumns = `id, event_id, endpoint_id, account, event_type, status, attempts, last_status_code,
+	last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset, event_created_at, created_at,
+	updated_at, delivered_at, last_attempt_at`
+
+func scanDelivery(row pgx.Row) (Delivery, error) {
+	var (
+		d                                 Delivery
+		code                              *int32
+		lastErr, deadReason, dlqTopic     *string
+		nextDue, deliveredAt, lastAttempt *time.Time
+	)
+	err := row.Scan(&d.ID, &d.EventID, &d.EndpointID, &d.Account, &d.EventType, &d.Status, &d.Attempts, &code,
+		&lastErr, &nextDue, &deadReason, &dlqTopic, &d.DLQPartition, &d.DLQOffset, &d.EventCreatedAt, &d.CreatedAt,
+		&d.UpdatedAt, &deliveredAt, &lastAttempt)
+	if err != nil {
+		return d, translate(err)
+	}
+	if code != nil {
+		d.LastStatusCode = int(*code)
+	}
+	d.LastError, d.DeadReason, d.DLQTopic = deref(lastErr), deref(deadReason), deref(dlqTopic)
+	d.NextDueAt, d.DeliveredAt, d.LastAttemptAt = nextDue, deliveredAt, lastAttempt
+	return d, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ListDeliveriesParams filters ListDeliveries. EndpointID or Account must
+// be set (the log is read per endpoint or per account, never whole).
+type ListDeliveriesParams struct {
+	EndpointID string
+	// Account, when set, restricts to that account's deliveries.
+	Account string
+	// Status is one of pending, retrying, delivered, dead; empty means all.
+	Status string
+	// Before pages backwards: only rows created strictly before it.
+	Before time.Time
+	// Limit caps the rows returned. Defaults to 100.
+	Limit int
+}
+
+// ListDeliveries returns the deliveries matching p, newest first.
+func (s *Store) ListDeliveries(ctx context.Context, p ListDeliveriesParams) ([]Delivery, error) {
+	if p.EndpointID == "" && p.Account == "" {
+		return nil, errors.New("listing deliveries: an endpoint or an account is required")
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	var before *time.Time
+	if !p.Before.IsZero() {
+		before = &p.Before
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries
+		WHERE ($1 = '' OR endpoint_id = $1) AND ($2 = '' OR account = $2) AND ($3 = '' OR status = $3)
+			AND ($4::timestamptz IS NULL OR created_at < $4)
+		ORDER BY created_at DESC, id LIMIT $5`, p.EndpointID, p.Account, p.Status, before, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing deliveries: %s", oneLine(err))
+	}
+	return collectDeliveries(rows)
+}
+
+func collectDeliveries(rows pgx.Rows) ([]Delivery, error) {
+	defer rows.Close()
+	out := []Delivery{}
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("reading deliveries: %s", oneLine(err))
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading deliveries: %s", oneLine(err))
+	}
+	return out, nil
+}
+
+// GetDelivery returns the delivery with id, or ErrNotFound.
+func (s *Store) GetDelivery(ctx context.Context, id string) (Delivery, error) {
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries WHERE id = $1`, id))
+	if errors.Is(err, ErrNotFound) {
+		return d, fmt.Errorf("delivery %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return d, fmt.Errorf("reading delivery %s: %s", id, oneLine(err))
+	}
+	return d, nil
+}
+
+// DeliveriesOfEvent returns the deliveries of one event (one per endpoint
+// it was fanned out to), ordered by endpoint.
+func (s *Store) DeliveriesOfEvent(ctx context.Context, eventID string) ([]Delivery, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries
+		WHERE event_id = $1 ORDER BY endpoint_id`, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("reading deliveries of event %s: %s", eventID, oneLine(err))
+	}
+	return collectDeliveries(rows)
+}
+
+// AttemptsOfDelivery returns the attempt timeline of one delivery, oldest
+// first, at most limit rows (0: 1000).
+func (s *Store) AttemptsOfDelivery(ctx context.Context, deliveryID string, limit int) ([]Attempt, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.pool.Query(ctx, `SELECT attempt_id, delivery_id, attempt, tier, started_at, duration_ms,
+		status_code, outcome, error_class, error, response_excerpt, next_action, replay_id
+		FROM webhooks.attempts WHERE delivery_id = $1 ORDER BY started_at, attempt, attempt_id LIMIT $2`, deliveryID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading attempts of %s: %s", deliveryID, oneLine(err))
+	}
+	defer rows.Close()
+	out := []Attempt{}
+	for rows.Next() {
+		var (
+			a                           Attempt
+			code                        *int32
+			class, msg, excerpt, replay *string
+		)
+		if err := rows.Scan(&a.AttemptID, &a.DeliveryID, &a.Attempt, &a.Tier, &a.StartedAt, &a.DurationMS, &code,
+			&a.Outcome, &class, &msg, &excerpt, &a.NextAction, &replay); err != nil {
+			return nil, fmt.Errorf("reading attempts of %s: %s", deliveryID, oneLine(err))
+		}
+		if code != nil {
+			a.StatusCode = int(*code)
+		}
+		a.ErrorClass, a.Error, a.ResponseExcerpt, a.ReplayID = deref(class), deref(msg), deref(excerpt), deref(replay)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading attempts of %s: %s", deliveryID, oneLine(err))
+	}
+	return out, nil
+}
