@@ -1,0 +1,168 @@
+package dispatcher_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookd/hookd/attempt"
+	"github.com/hookd/hookd/delivery"
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// TestWatermarkNeverSkips: an unfinished record at the head of a partition
+// holds the committed offset while the records behind it are delivered; a
+// shutdown that abandons it leaves it to the next dispatcher, which re-reads
+// from the watermark: the head is delivered, the records behind it again
+// (at-least-once; receivers dedupe on webhook-id), none is skipped.
+func TestWatermarkNeverSkips(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1})
+	release := make(chan struct{})
+	slow := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	fast := newReceiver(t, nil)
+	b.eps.set(dispatcher.Target{ID: "ep_slow", URL: slow.srv.URL, Timeout: 60 * time.Second})
+	b.eps.set(dispatcher.Target{ID: "ep_fast", URL: fast.srv.URL})
+	ds := []*delivery.Delivery{newDelivery("evt_head", "ep_slow")}
+	for i := range 50 {
+		ds = append(ds, newDelivery(fmt.Sprintf("evt_%d", i), "ep_fast"))
+	}
+	b.produce(0, ds...)
+
+	stop := b.start(dispatcher.Config{AllowPrivateNetworks: true, DrainTimeout: 300 * time.Millisecond}, runOpts{})
+	eventually(t, 20*time.Second, func() bool { return fast.answered.Load() == 50 }, "records behind the head delivered")
+	eventually(t, 20*time.Second, func() bool {
+		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
+		at, ok := by[0]
+		return ok && at == 0
+	}, "watermark committed at the unfinished head")
+	_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
+	require.Equal(t, int64(0), by[0], "never past the unfinished head")
+
+	stop() // drain times out: the head request is abandoned, not finished
+	require.Empty(t, b.col.attemptsFor(ds[0].ID), "an abandoned attempt leaves no record")
+	_, by = b.committed("hookd-dispatchers", b.names.Deliveries)
+	require.Equal(t, int64(0), by[0])
+
+	close(release)
+	b.start(dispatcher.Config{AllowPrivateNetworks: true}, runOpts{})
+	eventually(t, 20*time.Second, func() bool { return len(b.col.attemptsFor(ds[0].ID)) == 1 }, "head delivered by the next dispatcher")
+	require.Equal(t, attempt.OutcomeDelivered, b.col.attemptsFor(ds[0].ID)[0].Outcome)
+	eventually(t, 20*time.Second, func() bool {
+		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
+		return by[0] == 51
+	}, "committed to the end")
+	eventually(t, 20*time.Second, func() bool { return fast.answered.Load() == 100 }, "records behind the head re-delivered")
+	dups := 0
+	for _, d := range ds[1:] {
+		require.GreaterOrEqual(t, fast.count(d.EventID), 1, d.EventID)
+		dups += fast.count(d.EventID) - 1
+	}
+	require.Equal(t, 2, slow.count("evt_head"), "the abandoned head is attempted again")
+	t.Logf("duplicates after an abandoned head: %d of %d records behind it (expected: all)", dups, len(ds)-1)
+}
+
+// TestBacklogDefersToFirstTier: past the endpoint backlog, records go to
+// the first tier without spending an attempt.
+func TestBacklogDefersToFirstTier(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1})
+	release := make(chan struct{})
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	b.eps.set(dispatcher.Target{ID: "ep_busy", URL: rc.srv.URL, MaxInFlight: 1, Timeout: 60 * time.Second})
+	var ds []*delivery.Delivery
+	for i := range 20 {
+		ds = append(ds, newDelivery(fmt.Sprintf("evt_%d", i), "ep_busy"))
+	}
+	b.produce(0, ds...)
+	b.start(dispatcher.Config{AllowPrivateNetworks: true, EndpointBacklog: 5}, runOpts{})
+	deferred := func() (n int) {
+		att, _, _ := b.col.snapshot()
+		for _, a := range att {
+			if a.Outcome == attempt.OutcomeDeferred {
+				n++
+			}
+		}
+		return n
+	}
+	// A poll's records are queued before any starts: 5 queue (one of them
+	// then goes in flight), the other 15 are deferred.
+	eventually(t, 20*time.Second, func() bool { return deferred() == 15 }, "15 deferred: %d", deferred())
+	att, _, retries := b.col.snapshot()
+	for _, a := range att {
+		require.Equal(t, attempt.OutcomeDeferred, a.Outcome)
+		require.Equal(t, 1, a.Attempt)
+		require.Equal(t, attempt.NextRetry, a.NextAction)
+		require.Zero(t, a.StatusCode)
+	}
+	eventually(t, 20*time.Second, func() bool { _, _, retries = b.col.snapshot(); return len(retries) == 15 }, "on the first tier")
+	for _, r := range retries {
+		require.Equal(t, b.names.Retry[0], r.Topic)
+		d, err := delivery.Decode(r)
+		require.NoError(t, err)
+		require.Equal(t, 1, d.Attempt, "no attempt spent")
+		require.True(t, d.FirstAttempt.IsZero())
+	}
+	require.Equal(t, int32(1), rc.maxSeen.Load())
+	close(release)
+	eventually(t, 20*time.Second, func() bool { return rc.answered.Load() == 5 }, "in-flight and queued delivered")
+}
+
+// TestBreakerOpensAndMetricsHaveNoEndpointLabel: a failing endpoint trips
+// its breaker; later deliveries make no request (circuit_open) and go to
+// the retry path. No metric carries an endpoint label.
+func TestBreakerOpensAndMetricsHaveNoEndpointLabel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1})
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) })
+	b.eps.set(dispatcher.Target{ID: "ep_down", URL: rc.srv.URL, MaxInFlight: 1})
+	var ds []*delivery.Delivery
+	for i := range 30 {
+		ds = append(ds, newDelivery(fmt.Sprintf("evt_%d", i), "ep_down"))
+	}
+	b.produce(0, ds...)
+	reg := prometheus.NewRegistry()
+	b.start(dispatcher.Config{AllowPrivateNetworks: true,
+		Breaker: dispatcher.BreakerConfig{MinRequests: 5, FailureRatio: 0.5, OpenFor: time.Hour}}, runOpts{reg: reg})
+	eventually(t, 20*time.Second, func() bool { att, _, _ := b.col.snapshot(); return len(att) == 30 }, "30 attempt records")
+	att, _, _ := b.col.snapshot()
+	byOutcome := map[attempt.Outcome]int{}
+	for _, a := range att {
+		byOutcome[a.Outcome]++
+		require.Equal(t, attempt.NextRetry, a.NextAction)
+	}
+	require.Equal(t, 5, byOutcome[attempt.OutcomeRetry], "trips after MinRequests failures")
+	require.Equal(t, 25, byOutcome[attempt.OutcomeCircuitOpen])
+	require.Equal(t, 5, rc.total(), "no request while open")
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	found := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				require.NotContains(t, strings.ToLower(l.GetName()), "endpoint", "metric %s", mf.GetName())
+				if mf.GetName() == "hookd_dispatcher_breakers" {
+					found[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	require.Equal(t, float64(1), found["open"], "one open breaker")
+}
