@@ -1,14 +1,17 @@
 // Package kafkaconn owns how hookd connects to Kafka: the seed brokers, the
-// client id, the producer settings that cannot lose an acknowledged record,
-// logging through slog (kslog) and client metrics (kprom). Roles build their
-// own clients from Opts plus their role-specific options. It never produces
-// or consumes records itself.
+// client id, TLS and SASL (PLAIN, SCRAM-SHA-256/512), the producer settings
+// that cannot lose an acknowledged record, logging through slog (kslog) and
+// client metrics (kprom). Roles build their own clients from Opts plus their
+// role-specific options. It never produces or consumes records itself, and
+// never logs or returns a SASL password.
 package kafkaconn
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -16,7 +19,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/plugin/kprom"
 	"github.com/twmb/franz-go/plugin/kslog"
 )
@@ -31,6 +36,14 @@ type Config struct {
 	ClientID string
 	// DialTimeout bounds one connection attempt. Defaults to 5s.
 	DialTimeout time.Duration
+	// TLS encrypts and authenticates the connections. Defaults to off
+	// (plaintext).
+	TLS TLS
+	// SASL authenticates hookd to the brokers. Defaults to none.
+	SASL SASL
+
+	// tlsConfig is TLS loaded from its files by Validate.
+	tlsConfig *tls.Config
 }
 
 // SetDefaults fills zero fields with their defaults.
@@ -43,7 +56,8 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate reports the first bad field.
+// Validate reports the first bad field, and loads the TLS certificates so
+// that a missing or malformed file is reported here, once, at start-up.
 func (c *Config) Validate() error {
 	if len(c.Brokers) == 0 {
 		return errors.New("brokers: none given")
@@ -57,6 +71,14 @@ func (c *Config) Validate() error {
 	if c.DialTimeout < 0 {
 		return fmt.Errorf("kafka dial timeout: must not be negative, got %s", c.DialTimeout)
 	}
+	if err := c.SASL.validate(); err != nil {
+		return err
+	}
+	tc, err := c.TLS.load()
+	if err != nil {
+		return err
+	}
+	c.tlsConfig = tc
 	return nil
 }
 
@@ -89,9 +111,16 @@ func (r tolerantRegisterer) Register(c prometheus.Collector) error {
 }
 
 // Opts returns the client options every hookd client shares: seeds, client
-// id, logging, and a producer that cannot lose an acknowledged record
-// (acks=all and idempotence are kgo's defaults, kept on purpose). Add
-// MetricsHook per client.
+// id, TLS, SASL, logging, and a producer that cannot lose an acknowledged
+// record: acks=all (every in-sync replica, at least min.insync.replicas of
+// them, has the record before the produce succeeds) and idempotence (a
+// retried produce never writes a duplicate or reorders a partition). Both
+// are kgo's defaults, set explicitly and kept on purpose; never add
+// kgo.DisableIdempotentWrite or weaker acks. Add MetricsHook per client.
+//
+// cfg should have passed Validate, which loads the TLS files. If it has not
+// and a file cannot be loaded, every dial fails with the load error, so the
+// start-up check reports it instead of a vague timeout.
 func Opts(cfg Config, logger *slog.Logger, hooks ...kgo.Hook) []kgo.Opt {
 	cfg.SetDefaults()
 	opts := []kgo.Opt{
@@ -101,6 +130,24 @@ func Opts(cfg Config, logger *slog.Logger, hooks ...kgo.Hook) []kgo.Opt {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.WithLogger(kslog.New(logger.With("component", "kafka"))),
 		kgo.ProducerLinger(5 * time.Millisecond),
+	}
+	if cfg.TLS.enabled() {
+		tc := cfg.tlsConfig
+		if tc == nil {
+			var err error
+			if tc, err = cfg.TLS.load(); err != nil {
+				opts = append(opts, kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err }))
+			}
+		}
+		if tc != nil {
+			opts = append(opts, kgo.DialTLSConfig(tc.Clone()))
+		}
+	}
+	if m := cfg.SASL.mechanism(); m != nil {
+		if !cfg.TLS.enabled() && strings.EqualFold(cfg.SASL.Mechanism, MechanismPlain) {
+			logger.Warn("SASL PLAIN without TLS sends the Kafka password in clear text; set TLS")
+		}
+		opts = append(opts, kgo.SASL(m))
 	}
 	if len(hooks) > 0 {
 		opts = append(opts, kgo.WithHooks(hooks...))
@@ -114,10 +161,35 @@ func Check(ctx context.Context, cl *kgo.Client, brokers []string, timeout time.D
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, err := kadm.NewClient(cl).BrokerMetadata(ctx); err != nil {
+		if mech, refused := refusedCredentials(cl, err); refused {
+			return fmt.Errorf("kafka brokers %s refused hookd's %s credentials (%v): check the SASL mechanism, username and password",
+				strings.Join(brokers, ","), mech, err)
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("kafka brokers %s unreachable: no answer within %s", strings.Join(brokers, ","), timeout)
 		}
 		return fmt.Errorf("kafka brokers %s unreachable: %w", strings.Join(brokers, ","), err)
 	}
 	return nil
+}
+
+// refusedCredentials tells an authentication failure from other errors.
+// Apache Kafka answers a bad login with SASL_AUTHENTICATION_FAILED; some
+// brokers (kfake among them) close the connection instead, which kgo reports
+// as a bare EOF after the connection was established (an EOF on the first
+// read is kgo's ErrFirstReadEOF: TLS or SASL missing, not bad credentials).
+func refusedCredentials(cl *kgo.Client, err error) (mechanism string, refused bool) {
+	for _, v := range cl.OptValues(kgo.SASL) {
+		if ms, ok := v.([]sasl.Mechanism); ok && len(ms) > 0 {
+			mechanism = ms[0].Name()
+		}
+	}
+	if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, kerr.UnsupportedSaslMechanism) {
+		return mechanism, true
+	}
+	var first *kgo.ErrFirstReadEOF
+	if errors.As(err, &first) || mechanism == "" {
+		return "", false
+	}
+	return mechanism, errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
