@@ -206,6 +206,7 @@ type RunCmd struct {
 	RelayFlags
 	DispatchFlags
 	AttemptLogFlags
+	NoRelay bool `name:"no-relay" env:"HOOKD_NO_RELAY" help:"Do not run the outbox relay (events come only from the events topic; Postgres then needs no wal_level=logical)."`
 }
 
 // Run implements `hookd run`.
@@ -224,7 +225,11 @@ func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
 // roles lists what `hookd run` runs: every role, one endpoint index.
 func (c *RunCmd) roles() []daemon.RoleFactory {
 	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags, dispatch: c.DispatchFlags, attemptLog: c.AttemptLogFlags}
-	return append([]daemon.RoleFactory{s.indexRole(), s.relayRole(), s.routerRole(), s.dispatchRole()}, s.attemptLogRoles()...)
+	roles := []daemon.RoleFactory{s.indexRole(), s.routerRole(), s.dispatchRole()}
+	if !c.NoRelay {
+		roles = append(roles, s.relayRole())
+	}
+	return append(roles, s.attemptLogRoles()...)
 }
 
 // MigrateCmd applies the schema.
