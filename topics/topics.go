@@ -26,9 +26,17 @@ type Config struct {
 	// retry tiers and the DLQ must share it so that one endpoint's records
 	// land on the same partition number everywhere. Defaults to 12.
 	Partitions int32
-	// ReplicationFactor of created topics; -1 means the broker's default.
-	// Defaults to -1.
+	// ReplicationFactor of created topics; -1 means the broker's default
+	// (default.replication.factor). Existing topics are never changed.
+	// Defaults to -1; hookd's command line uses 3 with --brokers and 1 on
+	// the embedded broker.
 	ReplicationFactor int16
+	// MinInsyncReplicas is min.insync.replicas of created topics: how many
+	// replicas must have a record before an acks=all produce succeeds, so
+	// an acknowledged record survives losing MinInsyncReplicas-1 brokers.
+	// -1 means the broker's default. Defaults to 2 when ReplicationFactor
+	// is 3 or more, 1 when it is 1 or 2, and -1 when it is -1.
+	MinInsyncReplicas int16
 	// Schedule gives one retry topic per delay. Defaults to
 	// retrytiers.DefaultSchedule.
 	Schedule retrytiers.Schedule
@@ -50,6 +58,16 @@ func (c *Config) SetDefaults() {
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
 	}
+	if c.MinInsyncReplicas == 0 {
+		switch {
+		case c.ReplicationFactor >= 3:
+			c.MinInsyncReplicas = 2
+		case c.ReplicationFactor >= 1:
+			c.MinInsyncReplicas = 1
+		default:
+			c.MinInsyncReplicas = -1
+		}
+	}
 	if c.Schedule == nil {
 		c.Schedule, _ = retrytiers.ParseSchedule(retrytiers.DefaultSchedule)
 	}
@@ -70,6 +88,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("partitions: must be between 1 and 10000, got %d", c.Partitions)
 	case c.ReplicationFactor == 0 || c.ReplicationFactor < -1:
 		return fmt.Errorf("replication factor: must be -1 (broker default) or at least 1, got %d", c.ReplicationFactor)
+	case c.MinInsyncReplicas == 0 || c.MinInsyncReplicas < -1:
+		return fmt.Errorf("min insync replicas: must be -1 (broker default) or at least 1, got %d", c.MinInsyncReplicas)
+	case c.ReplicationFactor > 0 && c.MinInsyncReplicas > c.ReplicationFactor:
+		return fmt.Errorf("min insync replicas: %d exceeds the replication factor %d; every produce would fail", c.MinInsyncReplicas, c.ReplicationFactor)
 	case len(c.Schedule) == 0:
 		return errors.New("retry schedule: names no tier")
 	case c.Retention < time.Hour:
@@ -191,12 +213,18 @@ func Provision(ctx context.Context, adm *kadm.Client, cfg Config) (ProvisionResu
 			return res, fmt.Errorf("describing topic %s: %w", s.Name, d.Err)
 		}
 		retention := strconv.FormatInt(s.Retention.Milliseconds(), 10)
-		resp, err := adm.CreateTopic(ctx, s.Partitions, cfg.ReplicationFactor,
-			map[string]*string{"retention.ms": &retention, "cleanup.policy": kadm.StringPtr("delete")}, s.Name)
+		configs := map[string]*string{"retention.ms": &retention, "cleanup.policy": kadm.StringPtr("delete")}
+		if cfg.MinInsyncReplicas > 0 {
+			configs["min.insync.replicas"] = kadm.StringPtr(strconv.Itoa(int(cfg.MinInsyncReplicas)))
+		}
+		resp, err := adm.CreateTopic(ctx, s.Partitions, cfg.ReplicationFactor, configs, s.Name)
 		if errors.Is(err, kerr.TopicAlreadyExists) || errors.Is(resp.Err, kerr.TopicAlreadyExists) {
 			// Another process created it since we listed.
 			res.Existing = append(res.Existing, s.Name)
 			continue
+		}
+		if errors.Is(err, kerr.InvalidReplicationFactor) || errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
+			return res, fmt.Errorf("creating topic %s: replication factor %d is more than the cluster's brokers; lower --replication-factor (and --min-insync-replicas)", s.Name, cfg.ReplicationFactor)
 		}
 		if err != nil {
 			return res, fmt.Errorf("creating topic %s: %w", s.Name, err)

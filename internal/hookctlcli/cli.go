@@ -18,6 +18,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/internal/hookdcli"
 	"github.com/hookd/hookd/kafkaconn"
 	"github.com/hookd/hookd/retrytiers"
 	"github.com/hookd/hookd/store"
@@ -47,6 +48,7 @@ type Globals struct {
 	TopicPrefix   string   `name:"topic-prefix" default:"webhooks" env:"HOOKD_TOPIC_PREFIX" help:"Prefix of hookd's topic names."`
 	RetrySchedule string   `name:"retry-schedule" default:"${retry_schedule}" env:"HOOKD_RETRY_SCHEDULE" help:"Retry schedule hookd was started with (names the tier topics)."`
 	Output        string   `name:"output" short:"o" enum:"table,json" default:"table" env:"HOOKCTL_OUTPUT" help:"Output format: table or json."`
+	hookdcli.KafkaSecurityFlags
 
 	stdout io.Writer
 	logger *slog.Logger
@@ -101,9 +103,8 @@ func (g *Globals) Store(ctx context.Context) (*store.Store, error) {
 
 // Kafka returns a client on the brokers, checked to answer within 10s.
 func (g *Globals) Kafka(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
-	kc := kafkaconn.Config{Brokers: g.Brokers, ClientID: "hookctl"}
-	kc.SetDefaults()
-	if err := kc.Validate(); err != nil {
+	kc, err := g.KafkaConfig(kafkaconn.Config{Brokers: g.Brokers, ClientID: "hookctl"})
+	if err != nil {
 		return nil, Usage(err)
 	}
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(kc, g.logger), opts...)...)

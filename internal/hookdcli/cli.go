@@ -64,6 +64,8 @@ type KafkaFlags struct {
 	TopicPrefix   string   `name:"topic-prefix" default:"webhooks" env:"HOOKD_TOPIC_PREFIX" help:"Prefix of every topic name."`
 	Partitions    int32    `name:"partitions" default:"12" env:"HOOKD_PARTITIONS" help:"Partition count of the hookd topics (deliveries, retry tiers and DLQ share it)."`
 	RetrySchedule string   `name:"retry-schedule" default:"${retry_schedule}" env:"HOOKD_RETRY_SCHEDULE" help:"Retry tier delays, comma-separated, increasing; one topic each."`
+	KafkaSecurityFlags
+	ReplicationFlags
 }
 
 func (f KafkaFlags) kafkaConfigs() (kafkaconn.Config, topics.Config, error) {
@@ -80,8 +82,14 @@ func (f KafkaFlags) kafkaConfigs() (kafkaconn.Config, topics.Config, error) {
 			brokers = append(brokers, b)
 		}
 	}
-	return kafkaconn.Config{Brokers: brokers, ClientID: f.ClientID},
-		topics.Config{Prefix: f.TopicPrefix, Partitions: f.Partitions, Schedule: sched}, nil
+	if len(brokers) == 0 && f.KafkaSecurityFlags.set() {
+		return kafkaconn.Config{}, topics.Config{}, errSecurityEmbedded
+	}
+	kc := kafkaconn.Config{Brokers: brokers, ClientID: f.ClientID}
+	f.KafkaSecurityFlags.apply(&kc)
+	tc := topics.Config{Prefix: f.TopicPrefix, Partitions: f.Partitions, Schedule: sched}
+	f.ReplicationFlags.apply(&tc, len(brokers) == 0)
+	return kc, tc, nil
 }
 
 // EmbeddedFlags configure the embedded broker.
