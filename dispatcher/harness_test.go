@@ -69,7 +69,7 @@ func (e *endpointMap) set(t dispatcher.Target) {
 
 // bundle is what an integration test needs.
 type bundle struct {
-	t        *testing.T
+	t        testing.TB
 	cluster  *kafkatest.Cluster
 	tcfg     topics.Config
 	names    topics.Names
@@ -83,7 +83,7 @@ type setupOpts struct {
 	schedule   string
 }
 
-func setup(t *testing.T, o setupOpts) *bundle {
+func setup(t testing.TB, o setupOpts) *bundle {
 	t.Helper()
 	if o.partitions == 0 {
 		o.partitions = 4
@@ -205,7 +205,7 @@ type collector struct {
 	retries  []*kgo.Record
 }
 
-func newCollector(t *testing.T, c *kafkatest.Cluster, names topics.Names) *collector {
+func newCollector(t testing.TB, c *kafkatest.Cluster, names topics.Names) *collector {
 	col := &collector{}
 	cl := c.Client(t, kgo.ConsumeTopics(append([]string{names.Attempts, names.DLQ}, names.Retry...)...),
 		kgo.FetchMaxWait(50*time.Millisecond))
@@ -257,7 +257,7 @@ func (c *collector) attemptsFor(deliveryID string) []*attempt.Record {
 }
 
 // eventually polls cond every 5ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
+func eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -281,7 +281,7 @@ type receiver struct {
 	handle   func(w http.ResponseWriter, r *http.Request)
 }
 
-func newReceiver(t *testing.T, handle func(w http.ResponseWriter, r *http.Request)) *receiver {
+func newReceiver(t testing.TB, handle func(w http.ResponseWriter, r *http.Request)) *receiver {
 	rc := &receiver{ids: map[string]int{}, bodies: map[string][]byte{}, headers: map[string]http.Header{}, handle: handle}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := rc.inFlight.Add(1)
