@@ -191,6 +191,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, roles []RoleFacto
 	if err := kafkaconn.Check(ctx, kafkaClient, cfg.Kafka.Brokers, cfg.StartupTimeout); err != nil {
 		return startup(err)
 	}
+	reg.MustRegister(kafkaconn.NewGroupCollector(kafkaClient, kafkaconn.Groups, 5*time.Second))
 	provCtx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
 	prov, err := topics.Provision(provCtx, kadm.NewClient(kafkaClient), cfg.Topics)
 	cancel()
