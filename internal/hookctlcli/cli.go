@@ -37,8 +37,11 @@ const (
 type CLI struct {
 	Globals
 
-	Endpoints EndpointsCmd `cmd:"" help:"Manage webhook endpoints: add, list, show, update, disable, enable, rotate-secret, delete."`
-	Topics    TopicsCmd    `cmd:"" help:"Inspect hookd's Kafka topics."`
+	Endpoints  EndpointsCmd  `cmd:"" help:"Manage webhook endpoints: add, list, show, update, disable, enable, rotate-secret, delete."`
+	Topics     TopicsCmd     `cmd:"" help:"Inspect hookd's Kafka topics."`
+	Deliveries DeliveriesCmd `cmd:"" help:"The delivery log: list an endpoint's deliveries, show a delivery's attempt timeline."`
+	DLQ        DLQCmd        `cmd:"" name:"dlq" help:"Dead letters: list, replay (resumable, audited), replay audit log."`
+	Tokens     TokensCmd     `cmd:"" help:"HTTP API tokens, one account each: create (shown once), list, revoke."`
 }
 
 // Globals are the connection and output flags every command shares.

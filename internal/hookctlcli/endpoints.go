@@ -21,6 +21,7 @@ type EndpointsCmd struct {
 	Enable       EndpointsEnableCmd  `cmd:"" help:"Resume sending to a disabled endpoint (replay what it missed with hookctl dlq replay)."`
 	RotateSecret EndpointsRotateCmd  `cmd:"" name:"rotate-secret" help:"Start a secret rotation (new secret first, the previous one still signs) or finish it with --finish."`
 	Delete       EndpointsDeleteCmd  `cmd:"" help:"Delete an endpoint."`
+	Resend       EndpointsResendCmd  `cmd:"" help:"Re-deliver what the endpoint missed since a time (its dead letters), resumable and audited."`
 }
 
 // endpointView is an endpoint as printed: secrets masked unless asked for.
