@@ -280,6 +280,16 @@ func validID(s string) bool {
 	return true
 }
 
+// Check validates req and refuses a target endpoint that does not exist
+// (or is another account's) or is disabled without Force, without running
+// anything: what an API answers before starting a replay in the background.
+func Check(ctx context.Context, deps Deps, req *Request) error {
+	if err := req.validate(); err != nil {
+		return err
+	}
+	return checkTargetEndpoint(ctx, deps, req)
+}
+
 // Run carries out req: a dry run counts, a real run replays and resumes an
 // interrupted run of the same request. It returns the audit row as saved.
 // ctx ending interrupts the run (status interrupted, progress kept).
