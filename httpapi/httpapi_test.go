@@ -309,7 +309,7 @@ func TestValidation(t *testing.T) {
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	t.Parallel()
 	var doc struct {
-		OpenAPI string `yaml:"openapi"`
+		OpenAPI string                          `yaml:"openapi"`
 		Paths   map[string]map[string]yaml.Node `yaml:"paths"`
 	}
 	type operation struct {
