@@ -22,7 +22,9 @@ import (
 
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/embedded"
+	"github.com/hookd/hookd/httpapi"
 	"github.com/hookd/hookd/kafkaconn"
+	"github.com/hookd/hookd/replay"
 	"github.com/hookd/hookd/store"
 	"github.com/hookd/hookd/topics"
 )
@@ -73,6 +75,9 @@ type Config struct {
 	// StartupTimeout bounds each start-up check (Postgres, Kafka).
 	// Defaults to 10s.
 	StartupTimeout time.Duration
+	// AdminToken is the bearer token with access to every account on the
+	// /v1 API. Defaults to "" (admin access off; account tokens still work).
+	AdminToken string
 }
 
 func (c *Config) setDefaults() {
@@ -142,7 +147,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, roles []RoleFacto
 		},
 	}
 	// 1. Bind HTTP first: a port in use is the quickest thing to report.
-	srv, err := api.Listen(cfg.HTTP, api.Deps{Logger: logger, Gatherer: reg, Checks: checks})
+	jsonAPI := httpapi.New(httpapi.Config{AdminToken: cfg.AdminToken}, logger.With("component", "api"))
+	srv, err := api.Listen(cfg.HTTP, api.Deps{Logger: logger, Gatherer: reg, Checks: checks, Routes: jsonAPI.Routes})
 	if err != nil {
 		return startup(err)
 	}
@@ -198,6 +204,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, roles []RoleFacto
 	if err != nil {
 		return startup(err)
 	}
+	// The JSON API answers 503 until here; replays it started stop with ctx
+	// and are waited for before Postgres closes.
+	jsonAPI.Attach(ctx, httpapi.Backend{Store: st, Replay: replay.Deps{KafkaOpts: env.KafkaOpts, Names: env.Names}})
+	defer jsonAPI.Wait()
 	logger.InfoContext(ctx, "topics ready", "created", len(prov.Created), "existing", len(prov.Existing), "partitions", cfg.Topics.Partitions)
 
 	// 5. Roles.

@@ -109,6 +109,7 @@ type DaemonFlags struct {
 	Listen           string        `name:"listen" default:"127.0.0.1:8080" env:"HOOKD_LISTEN" help:"HTTP address for /healthz, /readyz, /metrics and the API."`
 	NoMigrate        bool          `name:"no-migrate" env:"HOOKD_NO_MIGRATE" help:"Do not apply the Postgres schema at start-up."`
 	AttemptRetention time.Duration `name:"attempt-retention" default:"720h" env:"HOOKD_ATTEMPT_RETENTION" help:"Drop attempt-log partitions older than this."`
+	AdminToken       string        `name:"admin-token" env:"HOOKD_ADMIN_TOKEN" help:"Bearer token with access to every account on the /v1 API (empty: admin access off). Prefer the environment variable."`
 }
 
 func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
@@ -123,6 +124,7 @@ func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
 		HTTP:             api.Config{Listen: f.Listen},
 		Migrate:          !f.NoMigrate,
 		AttemptRetention: f.AttemptRetention,
+		AdminToken:       f.AdminToken,
 	}, nil
 }
 
