@@ -1,0 +1,323 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// EventState is what the load generator knows of an event.
+type EventState int
+
+// Event states.
+const (
+	// StateUncertain: the commit (or the broker's acknowledgement) failed
+	// in a way that does not tell whether it happened; delivering it is
+	// allowed, losing it is not counted.
+	StateUncertain EventState = iota
+	// StateCommitted: the outbox transaction committed, or the broker
+	// acknowledged the ingress record. It must be delivered or
+	// dead-lettered.
+	StateCommitted
+	// StateRolledBack: the outbox transaction rolled back (on purpose or on
+	// an error before COMMIT). It must never be delivered.
+	StateRolledBack
+)
+
+// EventInfo is one event of the ledger.
+type EventInfo struct {
+	Account string
+	State   EventState
+	// At is when the commit returned or the broker acknowledged.
+	At time.Time
+	// Outbox is true for outbox events, false for ingress ones.
+	Outbox bool
+}
+
+// Ledger is every event the load generator produced.
+type Ledger struct {
+	mu      sync.Mutex
+	events  map[string]*EventInfo
+	invalid map[string]bool // values of invalid envelopes produced and acknowledged
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger {
+	return &Ledger{events: map[string]*EventInfo{}, invalid: map[string]bool{}}
+}
+
+func (l *Ledger) set(id string, info EventInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.events[id]
+	if e == nil {
+		l.events[id] = &info
+		return
+	}
+	*e = info
+}
+
+// Snapshot returns a copy of the ledger's events.
+func (l *Ledger) Snapshot() map[string]EventInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]EventInfo, len(l.events))
+	for k, v := range l.events {
+		out[k] = *v
+	}
+	return out
+}
+
+// Invalid returns the values of the invalid envelopes the broker
+// acknowledged.
+func (l *Ledger) Invalid() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]bool, len(l.invalid))
+	for k := range l.invalid {
+		out[k] = true
+	}
+	return out
+}
+
+// Counts returns how many events are in each state.
+func (l *Ledger) Counts() (committed, rolledBack, uncertain int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.events {
+		switch e.State {
+		case StateCommitted:
+			committed++
+		case StateRolledBack:
+			rolledBack++
+		default:
+			uncertain++
+		}
+	}
+	return
+}
+
+// LoadConfig configures the load generator.
+type LoadConfig struct {
+	// Pool writes the outbox. Required when OutboxShare > 0.
+	Pool *pgxpool.Pool
+	// Kafka produces to EventsTopic. Required when OutboxShare < 1.
+	Kafka       *kgo.Client
+	EventsTopic string
+	// Accounts the events belong to, chosen uniformly. Required.
+	Accounts []string
+	// Rate is events per second, both paths together (open loop: the
+	// schedule does not wait for the system). Required.
+	Rate float64
+	// Total stops after this many events; 0 runs until ctx ends.
+	Total int
+	// OutboxShare is the share of batches written through the outbox.
+	// Defaults to 0.5; negative means none.
+	OutboxShare float64
+	// BatchSize is events per outbox transaction or ingress batch.
+	// Defaults to 5.
+	BatchSize int
+	// RollbackEvery rolls back one outbox transaction in N. 0 never.
+	RollbackEvery int
+	// InvalidEvery produces one invalid envelope every N ingress batches.
+	// 0 never.
+	InvalidEvery int
+	// Workers run batches concurrently. Defaults to 8.
+	Workers int
+	// Prefix starts every event id. Defaults to "ev".
+	Prefix string
+	// EventType of every event. Defaults to "invoice.paid".
+	EventType string
+	// PayloadBytes pads the data object to about this size. Defaults to 0.
+	PayloadBytes int
+}
+
+// LoadStats is what a load run did.
+type LoadStats struct {
+	Batches, Events, Errors int64
+	// Lag is the largest delay between a batch's scheduled time and its
+	// start (the generator could not keep its schedule).
+	Lag time.Duration
+}
+
+// RunLoad produces events into the ledger until ctx ends or Total is
+// reached. In-flight batches finish (up to 15s) after ctx ends.
+func RunLoad(ctx context.Context, cfg LoadConfig, l *Ledger) (LoadStats, error) {
+	if cfg.OutboxShare == 0 {
+		cfg.OutboxShare = 0.5
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 5
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 8
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "ev"
+	}
+	if cfg.EventType == "" {
+		cfg.EventType = "invoice.paid"
+	}
+	if cfg.Rate <= 0 || len(cfg.Accounts) == 0 {
+		return LoadStats{}, errors.New("chaos: LoadConfig needs Rate and Accounts")
+	}
+	pad := ""
+	if cfg.PayloadBytes > 0 {
+		pad = strings.Repeat("p", cfg.PayloadBytes)
+	}
+	type job struct {
+		seq    int
+		outbox bool
+		due    time.Time
+	}
+	jobs := make(chan job, 100000)
+	var st LoadStats
+	var lagNs atomic.Int64
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Go(func() {
+			for j := range jobs {
+				if lag := time.Since(j.due); lag > time.Duration(lagNs.Load()) {
+					lagNs.Store(int64(lag))
+				}
+				opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+				var err error
+				if j.outbox {
+					err = outboxBatch(opCtx, cfg, l, j.seq, pad)
+				} else {
+					err = ingressBatch(opCtx, cfg, l, j.seq, pad)
+				}
+				cancel()
+				atomic.AddInt64(&st.Batches, 1)
+				if err != nil {
+					atomic.AddInt64(&st.Errors, 1)
+				}
+			}
+		})
+	}
+	interval := time.Duration(float64(time.Second) * float64(cfg.BatchSize) / cfg.Rate)
+	start := time.Now()
+	seq := 0
+	for n := 0; cfg.Total == 0 || n < cfg.Total; n += cfg.BatchSize {
+		due := start.Add(time.Duration(seq) * interval)
+		if d := time.Until(due); d > 0 {
+			if pause(ctx, d) != nil {
+				break
+			}
+		} else if ctx.Err() != nil {
+			break
+		}
+		outbox := cfg.OutboxShare > 0 && (cfg.OutboxShare >= 1 || rand.Float64() < cfg.OutboxShare)
+		jobs <- job{seq: seq, outbox: outbox, due: due}
+		seq++
+	}
+	close(jobs)
+	wg.Wait()
+	st.Events = int64(seq * cfg.BatchSize)
+	st.Lag = time.Duration(lagNs.Load())
+	return st, nil
+}
+
+func (cfg *LoadConfig) account(seq, i int) string {
+	return cfg.Accounts[(seq*cfg.BatchSize+i)%len(cfg.Accounts)]
+}
+
+func outboxBatch(ctx context.Context, cfg LoadConfig, l *Ledger, seq int, pad string) error {
+	rollback := cfg.RollbackEvery > 0 && seq%cfg.RollbackEvery == cfg.RollbackEvery-1
+	ids := make([]string, cfg.BatchSize)
+	accts := make([]string, cfg.BatchSize)
+	datas := make([]string, cfg.BatchSize)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s_o%d_%d", cfg.Prefix, seq, i)
+		accts[i] = cfg.account(seq, i)
+		datas[i] = fmt.Sprintf(`{"seq":%d,"i":%d,"pad":%q}`, seq, i, pad)
+		l.set(ids[i], EventInfo{Account: accts[i], State: StateUncertain, Outbox: true})
+	}
+	mark := func(s EventState) {
+		now := time.Now()
+		for i, id := range ids {
+			l.set(id, EventInfo{Account: accts[i], State: s, At: now, Outbox: true})
+		}
+	}
+	tx, err := cfg.Pool.Begin(ctx)
+	if err != nil {
+		mark(StateRolledBack) // nothing was written
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO webhooks.outbox (id, account, type, payload)
+		SELECT id, acct, $4, data::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS t(id, acct, data)`,
+		ids, accts, datas, cfg.EventType)
+	if err != nil || rollback {
+		_ = tx.Rollback(ctx)
+		mark(StateRolledBack)
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgx.ErrTxCommitRollback) {
+			mark(StateRolledBack)
+		} else {
+			mark(StateUncertain) // the COMMIT may or may not have happened
+		}
+		return err
+	}
+	mark(StateCommitted)
+	return nil
+}
+
+type envelope struct {
+	ID      string          `json:"id"`
+	Account string          `json:"account"`
+	Type    string          `json:"type"`
+	Data    json.RawMessage `json:"data"`
+}
+
+func ingressBatch(ctx context.Context, cfg LoadConfig, l *Ledger, seq int, pad string) error {
+	recs := make([]*kgo.Record, 0, cfg.BatchSize+1)
+	ids := make([]string, 0, cfg.BatchSize)
+	for i := range cfg.BatchSize {
+		id := fmt.Sprintf("%s_i%d_%d", cfg.Prefix, seq, i)
+		acct := cfg.account(seq, i)
+		v, _ := json.Marshal(envelope{ID: id, Account: acct, Type: cfg.EventType,
+			Data: json.RawMessage(fmt.Sprintf(`{"seq":%d,"i":%d,"pad":%q}`, seq, i, pad))})
+		recs = append(recs, &kgo.Record{Topic: cfg.EventsTopic, Key: []byte(acct), Value: v})
+		ids = append(ids, id)
+		l.set(id, EventInfo{Account: acct, State: StateUncertain})
+	}
+	invalid := ""
+	if cfg.InvalidEvery > 0 && seq%cfg.InvalidEvery == 0 {
+		invalid = fmt.Sprintf("not json: %s_bad%d", cfg.Prefix, seq)
+		recs = append(recs, &kgo.Record{Topic: cfg.EventsTopic, Value: []byte(invalid)})
+	}
+	res := cfg.Kafka.ProduceSync(ctx, recs...)
+	now := time.Now()
+	var firstErr error
+	for i, r := range res {
+		if i >= len(ids) {
+			if r.Err == nil {
+				l.mu.Lock()
+				l.invalid[invalid] = true
+				l.mu.Unlock()
+			}
+			continue
+		}
+		st := StateCommitted
+		if r.Err != nil {
+			st = StateUncertain
+			if firstErr == nil {
+				firstErr = r.Err
+			}
+		}
+		l.set(ids[i], EventInfo{Account: cfg.account(seq, i), State: st, At: now})
+	}
+	return firstErr
+}
