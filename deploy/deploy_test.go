@@ -7,6 +7,7 @@ package deploy_test
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,9 +85,12 @@ func TestComposeUsesRealCommandsAndFlags(t *testing.T) {
 		n++
 		require.NotEmpty(t, s.Command, name)
 		require.True(t, slices.Contains(model.Commands, s.Command[0]), "%s runs 'hookd %s', which is not a hookd command (have %v)", name, s.Command[0], model.Commands)
-		for env := range s.Environment {
-			require.True(t, slices.Contains(model.EnvVars, env), "%s sets %s, which no hookd flag reads", name, env)
+		env := map[string]string{}
+		for k, v := range s.Environment {
+			require.True(t, slices.Contains(model.EnvVars, k), "%s sets %s, which no hookd flag reads", name, k)
+			env[k] = fmt.Sprint(v)
 		}
+		checkCommandEnv(t, name, s.Command, env)
 		if hc, ok := s.Healthcheck["test"].([]any); ok && len(hc) > 2 && hc[0] == "CMD" {
 			require.True(t, slices.Contains(model.Commands, hc[2].(string)), "%s healthcheck runs unknown command %v", name, hc)
 		}
