@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/retrytiers"
 	"github.com/hookd/hookd/topics"
 )
@@ -315,11 +316,18 @@ func (d *Dispatcher) commit(ctx context.Context, only map[retrytiers.TopicPartit
 func (d *Dispatcher) refreshGauges() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := d.clock.Now()
+	d.sweepEndpointsLocked(now)
 	waiting := map[string]int{}
+	oldestDue := map[string]time.Duration{}
 	for _, t := range d.names.Retry {
 		waiting[t] = 0
+		oldestDue[t] = 0
 	}
 	for tp, ps := range d.parts {
+		if _, ok := d.tierOf[tp.Topic]; ok {
+			oldestDue[tp.Topic] = max(oldestDue[tp.Topic], oldestDueAge(ps, now))
+		}
 		p := strconv.Itoa(int(tp.Partition))
 		d.m.held.WithLabelValues(tp.Topic, p).Set(float64(len(ps.pending)))
 		lag := 0.0
@@ -334,6 +342,35 @@ func (d *Dispatcher) refreshGauges() {
 	for t, n := range waiting {
 		d.m.tierWaiting.WithLabelValues(t).Set(float64(n))
 	}
+	for t, age := range oldestDue {
+		d.m.tierOldestDue.WithLabelValues(t).Set(age.Seconds())
+	}
+}
+
+// oldestDueAge returns how long the oldest record of ps that is due and
+// not yet started has been due at now; 0 when none. Such a record waits
+// in its endpoint's queue (for a slot or its rate) or behind a tier head
+// that is not due yet (an earlier due time behind a later one: jitter,
+// Retry-After). Records are decoded once; a malformed one is skipped here
+// and dead-lettered when routed.
+func oldestDueAge(ps *partState, now time.Time) time.Duration {
+	var oldest time.Duration
+	for _, it := range ps.pending {
+		if it.started || it.rec == nil {
+			continue
+		}
+		if it.d == nil {
+			dl, err := delivery.Decode(it.rec)
+			if err != nil {
+				continue
+			}
+			it.d = dl
+		}
+		if due := it.d.DueAt; !due.IsZero() && !due.After(now) {
+			oldest = max(oldest, now.Sub(due))
+		}
+	}
+	return oldest
 }
 
 // onAssigned creates the state of new partitions.

@@ -29,8 +29,16 @@
 // MaxInFlight requests run per endpoint and Concurrency in all, endpoints
 // taking turns (round-robin) for free slots. A slow endpoint therefore
 // occupies at most its own MaxInFlight slots while the others proceed.
-// When an endpoint's queue reaches EndpointBacklog, further records go to
-// the first retry tier without spending an attempt (outcome "deferred").
+// An endpoint with a rate (Target.RatePerSec) starts a request at most
+// every 1/rate seconds: over its rate it leaves the round-robin with one
+// timer set for its next start time (re-reading its rate at least every
+// second, so an endpoint update applies without a new record) while its
+// records wait in its queue and the other endpoints proceed; the rate is
+// per dispatcher process, which, with the co-partitioning below, is per
+// endpoint. When an endpoint's queue reaches EndpointBacklog, further
+// records go to the first retry tier without spending an attempt (outcome
+// "deferred"); a rate-limited endpoint fed faster than its rate gets there
+// too, as a slow one does.
 // When a partition holds PartitionMaxHeld unfinished records, fetching it
 // pauses until it is under half.
 //

@@ -17,6 +17,14 @@ type Target struct {
 	// Timeout overrides Config.Timeout when positive, capped at
 	// Config.MaxTimeout.
 	Timeout time.Duration
+	// RatePerSec limits how often a request to the endpoint starts: at
+	// most one every 1/RatePerSec seconds, so any window of W seconds holds
+	// at most floor(W*RatePerSec)+1 starts; no burst is saved up while
+	// idle. Records over the rate wait in the endpoint's queue (and past
+	// Config.EndpointBacklog go to the first retry tier, as for a slow
+	// endpoint); other endpoints are not held up. Zero or negative means
+	// unlimited. A change applies to the next start, within a second.
+	RatePerSec float64
 }
 
 // Endpoints resolves endpoint ids, typically from an in-memory index kept

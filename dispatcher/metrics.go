@@ -19,7 +19,9 @@ type metrics struct {
 	held               *prometheus.GaugeVec   // topic, partition
 	lag                *prometheus.GaugeVec   // topic, partition
 	tierWaiting        *prometheus.GaugeVec   // topic
+	tierOldestDue      *prometheus.GaugeVec   // topic
 	tierLateness       *prometheus.HistogramVec
+	rateLimited        prometheus.Counter
 	produceErrors      prometheus.Counter
 	malformed          prometheus.Counter
 	commits            *prometheus.CounterVec // result
@@ -49,6 +51,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"topic", "partition"}),
 		tierWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "tier_waiting_records",
 			Help: "Records read from a topic and waiting for their due time, by topic."}, []string{"topic"}),
+		tierOldestDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "tier_oldest_due_age_seconds",
+			Help: "How long the oldest record read from a retry tier that is due (due time passed) has been waiting to be attempted, by topic; 0 when none."},
+			[]string{"topic"}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
+			Help: "Times an endpoint with queued records had to wait for its next start time (its rate_per_sec) before a request."}),
 		tierLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "tier_release_lateness_seconds",
 			Help:    "How long after its due time a retry record was released to its endpoint, by topic.",
 			Buckets: []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}}, []string{"topic"}),
@@ -63,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.latency, m.inFlight, m.breakers, m.breakerTransitions,
-		m.held, m.lag, m.tierWaiting, m.tierLateness, m.produceErrors, m.malformed, m.commits} {
+		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.produceErrors, m.malformed, m.commits} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

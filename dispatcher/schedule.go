@@ -60,6 +60,9 @@ type item struct {
 	part   *partState
 	offset int64
 	epoch  int32
+	// started is set once it is handed to a worker or a finisher: it is no
+	// longer waiting to be attempted.
+	started bool
 }
 
 // endpointState queues one endpoint's records; it exists only while the
@@ -70,6 +73,25 @@ type endpointState struct {
 	inFlight int
 	max      int
 	inReady  bool
+	// rate is the endpoint's requests per second (0: unlimited), read
+	// from the index at every admission and at every rate wake-up.
+	rate float64
+	// lastStart is when its last request started (dispatcher clock).
+	lastStart time.Time
+	// wake is armed while it has queued work but must wait for its next
+	// start time; it is not in the ready list meanwhile.
+	wake *rateWake
+}
+
+// rateWake is the timer of an endpoint waiting for its next start time.
+type rateWake struct{ timer retrytiers.Timer }
+
+// idleLocked reports whether ep holds nothing worth keeping: no work, no
+// timer, and its rate allows a start now (a state created afresh would
+// behave the same).
+func (ep *endpointState) idleLocked(now time.Time) bool {
+	return ep.inFlight == 0 && len(ep.queue) == 0 && ep.wake == nil &&
+		rateDelay(ep.rate, ep.lastStart, now) == 0
 }
 
 // admitLocked takes one polled record.
@@ -136,6 +158,7 @@ func (d *Dispatcher) routeLocked(it *item, now time.Time) bool {
 	if t.MaxInFlight > 0 {
 		ep.max = t.MaxInFlight
 	}
+	ep.rate = t.RatePerSec
 	if len(ep.queue) >= d.cfg.EndpointBacklog {
 		d.startFinishLocked(it, result{deferred: true, startedAt: now})
 		return true
@@ -171,28 +194,39 @@ func (d *Dispatcher) onDue(tp retrytiers.TopicPartition) {
 }
 
 func (d *Dispatcher) markReadyLocked(ep *endpointState) {
-	if !ep.inReady && len(ep.queue) > 0 && ep.inFlight < ep.max {
+	if !ep.inReady && ep.wake == nil && len(ep.queue) > 0 && ep.inFlight < ep.max {
 		ep.inReady = true
 		d.ready = append(d.ready, ep)
 	}
 }
 
 // pumpLocked starts requests while global slots are free, taking endpoints
-// round-robin so a busy endpoint cannot starve the others.
+// round-robin so a busy endpoint cannot starve the others. An endpoint
+// over its rate starts nothing: it leaves the ready list with a timer set
+// for its next start time, and its records wait in its queue.
 func (d *Dispatcher) pumpLocked() {
 	for d.slots > 0 && len(d.ready) > 0 && !d.stopping {
 		ep := d.ready[0]
 		d.ready[0] = nil
 		d.ready = d.ready[1:]
 		ep.inReady = false
-		if len(ep.queue) == 0 || ep.inFlight >= ep.max {
+		if len(ep.queue) == 0 || ep.inFlight >= ep.max || ep.wake != nil {
 			continue
+		}
+		if ep.rate > 0 {
+			now := d.clock.Now()
+			if wait := rateDelay(ep.rate, ep.lastStart, now); wait > 0 {
+				d.waitRateLocked(ep, wait)
+				continue
+			}
+			ep.lastStart = now
 		}
 		it := ep.queue[0]
 		ep.queue[0] = nil
 		ep.queue = ep.queue[1:]
 		ep.inFlight++
 		d.slots--
+		it.started = true
 		it.part.running++
 		d.m.inFlight.Inc()
 		d.wg.Add(1)
@@ -216,15 +250,60 @@ func (d *Dispatcher) work(it *item, ep *endpointState) {
 	d.finish(it, res)
 }
 
+// waitRateLocked arms ep's timer for its next start time, or for
+// rateRecheck if sooner, when it reads its rate again: no busy loop, and
+// a rate changed meanwhile applies within rateRecheck.
+func (d *Dispatcher) waitRateLocked(ep *endpointState, wait time.Duration) {
+	d.m.rateLimited.Inc()
+	w := &rateWake{}
+	ep.wake = w
+	w.timer = d.clock.AfterFunc(min(wait, rateRecheck), func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if ep.wake != w {
+			return
+		}
+		ep.wake = nil
+		if d.eps[ep.id] != ep || d.stopping {
+			return
+		}
+		if t, ok := d.endpoints.Endpoint(ep.id); ok {
+			ep.rate = t.RatePerSec
+		}
+		d.markReadyLocked(ep)
+		d.forgetEndpointLocked(ep)
+		d.pumpLocked()
+	})
+}
+
+// forgetEndpointLocked drops ep's state once it is idle. An endpoint whose
+// rate still forbids a start is kept (so a new record cannot skip the
+// spacing) until sweepEndpointsLocked finds it idle.
 func (d *Dispatcher) forgetEndpointLocked(ep *endpointState) {
-	if ep.inFlight == 0 && len(ep.queue) == 0 && d.eps[ep.id] == ep {
+	if d.eps[ep.id] != ep {
+		return
+	}
+	if ep.inFlight == 0 && len(ep.queue) == 0 && ep.wake == nil {
+		if ep.rate > 0 && !ep.idleLocked(d.clock.Now()) {
+			return
+		}
 		delete(d.eps, ep.id)
+	}
+}
+
+// sweepEndpointsLocked forgets the endpoints kept only for their rate.
+func (d *Dispatcher) sweepEndpointsLocked(now time.Time) {
+	for id, ep := range d.eps {
+		if ep.idleLocked(now) {
+			delete(d.eps, id)
+		}
 	}
 }
 
 // startFinishLocked finishes it without a request, in its own goroutine
 // (it produces to Kafka).
 func (d *Dispatcher) startFinishLocked(it *item, res result) {
+	it.started = true
 	it.part.running++
 	d.wg.Add(1)
 	go func() {
