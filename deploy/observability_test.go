@@ -182,6 +182,10 @@ func TestPromtool(t *testing.T) {
 	}
 	run("check", "rules", "alerts.yml")
 	run("test", "rules", "alerts_test.yml")
+	// prometheus.yml loads alerts.yml. kubernetes.yml is not checked here:
+	// Debian's promtool is built without Kubernetes service discovery
+	// (TestKubernetesScrapeConfig parses it instead).
+	run("check", "config", "prometheus.yml")
 
 	type rule struct {
 		Record string `yaml:"record"`
@@ -202,4 +206,49 @@ func TestPromtool(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "dashboard-rules.yml")
 	require.NoError(t, os.WriteFile(f, b, 0o600))
 	run("check", "rules", f)
+}
+
+// TestKubernetesScrapeConfig checks the Kubernetes scrape job keeps the pods
+// the manifests label and annotate.
+func TestKubernetesScrapeConfig(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("prometheus/kubernetes.yml")
+	require.NoError(t, err)
+	var cfg struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName     string           `yaml:"job_name"`
+			MetricsPath string           `yaml:"metrics_path"`
+			SD          []map[string]any `yaml:"kubernetes_sd_configs"`
+			Relabel     []struct {
+				SourceLabels []string `yaml:"source_labels"`
+				Regex        string   `yaml:"regex"`
+				Action       string   `yaml:"action"`
+			} `yaml:"relabel_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	require.Equal(t, []string{"alerts.yml"}, cfg.RuleFiles)
+	require.Len(t, cfg.ScrapeConfigs, 1)
+	sc := cfg.ScrapeConfigs[0]
+	require.Equal(t, "/metrics", sc.MetricsPath)
+	require.Equal(t, "pod", sc.SD[0]["role"])
+	m := loadManifests(t)
+	for name, d := range m.deployments {
+		for _, r := range sc.Relabel {
+			if r.Action != "keep" {
+				continue
+			}
+			var v string
+			switch r.SourceLabels[0] {
+			case "__meta_kubernetes_pod_label_app_kubernetes_io_name":
+				v = d.Spec.Template.Labels["app.kubernetes.io/name"]
+			case "__meta_kubernetes_pod_annotation_prometheus_io_scrape":
+				v = d.Spec.Template.Annotations["prometheus.io/scrape"]
+			default:
+				t.Fatalf("unexpected keep rule on %v", r.SourceLabels)
+			}
+			require.Regexp(t, "^(?:"+r.Regex+")$", v, "%s would not be scraped", name)
+		}
+	}
 }
