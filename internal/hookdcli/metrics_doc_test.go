@@ -27,6 +27,7 @@ import (
 	"github.com/hookd/hookd/endpoint"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/proctest"
+	"github.com/hookd/hookd/kafkaconn"
 	"github.com/hookd/hookd/retrytiers"
 )
 
@@ -168,6 +169,13 @@ func TestMetricsDocMatchesLiveRegistry(t *testing.T) {
 				missing = append(missing, name)
 			}
 		}
+		// The group metrics name the groups the roles really join: in
+		// hookd run each has one member.
+		for _, g := range kafkaconn.Groups {
+			if groupMembers(families, g) != 1 {
+				missing = append(missing, "hookd_kafka_consumer_group_members{group="+g+"} == 1")
+			}
+		}
 		if len(missing) == 0 {
 			break
 		}
@@ -239,4 +247,15 @@ func labelNames(f *dto.MetricFamily) []string {
 
 func describe(f *dto.MetricFamily) string {
 	return fmt.Sprintf("%s %s %v: %s", f.GetName(), strings.ToLower(f.GetType().String()), labelNames(f), f.GetHelp())
+}
+
+func groupMembers(fams map[string]*dto.MetricFamily, group string) float64 {
+	for _, m := range fams["hookd_kafka_consumer_group_members"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "group" && l.GetValue() == group {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
