@@ -113,8 +113,8 @@ func readRanges(ctx context.Context, opts []kgo.Opt, topic string, ranges map[in
 	}
 	cl, err := kgo.NewClient(append(slices.Clip(opts),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
-		kgo.FetchMaxBytes(16<<20),
-		kgo.FetchMaxPartitionBytes(4<<20),
+		kgo.FetchMaxBytes(2<<20),
+		kgo.FetchMaxPartitionBytes(1<<20),
 		kgo.MaxConcurrentFetches(1),
 		kgo.FetchMaxWait(200*time.Millisecond),
 	)...)
