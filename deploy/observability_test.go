@@ -159,7 +159,7 @@ func TestDashboardIsDocumented(t *testing.T) {
 	for _, p := range d.Panels {
 		titles += strings.ToLower(p.Title) + "\n"
 	}
-	for _, want := range []string{"ingress rate", "relay lag", "deliveries by outcome", "latency", "tier backlogs", "tier release lateness",
+	for _, want := range []string{"ingress rate", "relay lag", "deliveries by outcome", "latency", "tier backlogs", "tier oldest due age", "release lateness",
 		"dead letters by reason", "breaker states", "disabled endpoints", "consumer lag"} {
 		require.Contains(t, titles, want)
 	}
