@@ -101,6 +101,24 @@ func (c *Cluster) Config() ClusterConfig { return c.cfg }
 // writer, the router, the dispatchers and the relay, each ready before the
 // next.
 func (c *Cluster) Start(ctx context.Context) error {
+	if err := c.Migrate(ctx); err != nil {
+		return err
+	}
+	names := []string{RoleBroker, RoleAttemptLog, RoleRouter}
+	for i := range c.cfg.Dispatchers {
+		names = append(names, DispatcherName(i))
+	}
+	names = append(names, RoleRelay)
+	for _, n := range names {
+		if err := c.StartProcess(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Migrate runs `hookd migrate` (idempotent).
+func (c *Cluster) Migrate(ctx context.Context) error {
 	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	p, err := StartProc("migrate", c.cfg.Bin, nil, c.logPath("migrate"), "migrate", "--database-url", c.cfg.DatabaseURL)
@@ -115,16 +133,6 @@ func (c *Cluster) Start(ctx context.Context) error {
 	case <-mctx.Done():
 		p.Kill9()
 		return errors.New("hookd migrate did not finish within 60s")
-	}
-	names := []string{RoleBroker, RoleAttemptLog, RoleRouter}
-	for i := range c.cfg.Dispatchers {
-		names = append(names, DispatcherName(i))
-	}
-	names = append(names, RoleRelay)
-	for _, n := range names {
-		if err := c.StartProcess(ctx, n); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -219,6 +227,9 @@ func (c *Cluster) Stop(name string, timeout time.Duration) error {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
+	c.mu.Lock()
+	c.restarts[name]++
+	c.mu.Unlock()
 	return p.Stop(timeout)
 }
 
