@@ -75,6 +75,14 @@ type Config struct {
 	// flight of the revoked partitions; it must stay well below the group's
 	// rebalance timeout (60s by default). Defaults to 20s.
 	RevokeTimeout time.Duration
+	// SessionTimeout is the consumer-group session timeout: how long the
+	// group waits for a silent member (a dispatcher killed or frozen)
+	// before its partitions, deliveries and tiers together, go to the
+	// others. Shorter than Kafka's 45s default because, until then, the
+	// dead member's endpoints receive nothing; long enough to ride out
+	// pauses (heartbeats go every 3s). The broker must allow it
+	// (group.min.session.timeout.ms, 6s by default). Defaults to 10s.
+	SessionTimeout time.Duration
 	// UserAgent is sent with every request. Defaults to "hookd/<version>".
 	UserAgent string
 }
@@ -132,6 +140,7 @@ func (c *Config) setDefaults() {
 	defD(&c.CommitInterval, time.Second)
 	defD(&c.DrainTimeout, 30*time.Second)
 	defD(&c.RevokeTimeout, 20*time.Second)
+	defD(&c.SessionTimeout, 10*time.Second)
 	if c.ResponseReadLimit == 0 {
 		c.ResponseReadLimit = 64 << 10
 	}
@@ -190,6 +199,7 @@ func (c *Config) validate() error {
 		{"commit interval", c.CommitInterval},
 		{"drain timeout", c.DrainTimeout},
 		{"revoke timeout", c.RevokeTimeout},
+		{"session timeout", c.SessionTimeout},
 		{"breaker window", c.Breaker.Window},
 		{"breaker open-for", c.Breaker.OpenFor},
 		{"breaker idle evict", c.Breaker.IdleEvict},

@@ -131,6 +131,7 @@ func (d *Dispatcher) clientOpts() []kgo.Opt {
 	opts = append(opts, d.kopts...)
 	return append(opts,
 		kgo.ConsumerGroup(d.cfg.Group),
+		kgo.SessionTimeout(d.cfg.SessionTimeout),
 		kgo.ConsumeTopics(append([]string{d.names.Deliveries}, d.names.Retry...)...),
 		// Range assigns partition i of every topic to the same member when
 		// the topics share a partition count (topics.Provision enforces
