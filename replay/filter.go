@@ -85,8 +85,9 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
+		// At most 100 years: more would overflow time.Duration.
 		n, err := strconv.Atoi(days)
-		if err == nil && n >= 0 {
+		if err == nil && n >= 0 && n <= 36500 {
 			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 		}
 	}
