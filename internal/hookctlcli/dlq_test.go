@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,5 +311,49 @@ func TestReplayKill9ThenResume(t *testing.T) {
 	require.Len(t, got, 300)
 	for _, id := range ids {
 		require.Equal(t, 1, got[id], "replayed %d times: %s", got[id], id)
+	}
+}
+
+// Ctrl-C (SIGINT) mid-replay: hookctl saves what the broker acknowledged,
+// marks the request interrupted, says how to resume and exits 1; the same
+// command then finishes it without repeats.
+func TestReplayInterruptThenResume(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.endpoint(t, "ep_a", "acct_a", false)
+	ids := e.deadLetters(t, "ep_a", "acct_a", "invoice.paid", 100)
+	bin := proctest.Binary(t, "hookctl")
+	args := append(e.args(), "dlq", "replay", "--reason", "sigint test", "--actor", "ci")
+	p := proctest.Start(t, bin, nil, append(args, "--rate", "40")...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		rs, err := e.db.Store.ListReplays(ctx, store.ListReplaysParams{})
+		require.NoError(t, err)
+		if len(rs) == 1 && rs[0].Replayed >= 40 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("replay made no progress; stderr: %s", p.Stderr())
+		case <-time.After(20 * time.Millisecond): // polling interval
+		}
+	}
+	p.Signal(syscall.SIGINT)
+	require.Equal(t, 1, p.Wait(20*time.Second))
+	require.Contains(t, p.Stderr(), "interrupted")
+	require.Contains(t, p.Stderr(), "--replay-id rpl_")
+	rs, err := e.db.Store.ListReplays(ctx, store.ListReplaysParams{})
+	require.NoError(t, err)
+	require.Equal(t, store.ReplayInterrupted, rs[0].Status)
+	require.Less(t, rs[0].Replayed, int64(100))
+
+	code, out, errOut := proctest.Run(t, 60*time.Second, bin, nil, args...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "100 replayed")
+	got := e.replayedEvents(t)
+	require.Len(t, got, 100)
+	for _, id := range ids {
+		require.Equal(t, 1, got[id], id)
 	}
 }
