@@ -21,7 +21,9 @@
 // endpoint, not one per process. Cooperative balancers do not promise this
 // co-location, which is why Range (an eager protocol: every rebalance
 // revokes everything) is used. A member that leaves or dies hands all its
-// partitions, deliveries and tiers together, to the others.
+// partitions, deliveries and tiers together, to the others; a dead one
+// (kill -9) after the group's session timeout, SessionTimeout (10s by
+// default, not Kafka's 45s, so its endpoints wait that much less).
 //
 // # Scheduling inside a partition
 //
@@ -60,5 +62,8 @@
 // fires, due records are released to their endpoints through the same
 // queues, breakers and limits as first attempts. Records behind a held
 // head wait behind it: a tier partition is in due order give or take the
-// jitter.
+// jitter. Only records already read are visible: the gauge of the oldest
+// due record (hookd_dispatcher_tier_oldest_due_age_seconds) counts those
+// waiting in an endpoint queue or behind the held head, not those the
+// paused partition has not fetched yet.
 package dispatcher
