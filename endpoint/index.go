@@ -325,15 +325,18 @@ func sortByID(list []*Endpoint) {
 	})
 }
 
-// Match appends to dst every active endpoint of account subscribed to
-// eventType, in id order, and returns it. The endpoints are shared:
+// Match appends to dst every endpoint of account subscribed to eventType,
+// disabled ones included, in id order, and returns it. Disabled endpoints
+// are matched on purpose: their deliveries are dead-lettered with reason
+// endpoint_disabled, so what they missed can be resent once re-enabled
+// (hookctl endpoints resend); deleting an endpoint stops that. The endpoints are shared:
 // read-only.
 func (x *Index) Match(account, eventType string, dst []*Endpoint) []*Endpoint {
 	x.mu.RLock()
 	list := x.byAccount[account]
 	x.mu.RUnlock()
 	for _, e := range list {
-		if e.Active() && e.Subscribes(eventType) {
+		if e.Subscribes(eventType) {
 			dst = append(dst, e)
 		}
 	}

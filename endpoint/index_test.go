@@ -66,15 +66,18 @@ func TestIndexFollowsChanges(t *testing.T) {
 	require.Equal(t, []string{"ep_other"}, ids(idx.Match("acct_2", "invoice.paid", nil)))
 	require.Empty(t, idx.Match("acct_3", "invoice.paid", nil))
 
-	// Disable: gone from matches, still known by id (the dispatcher skips it).
+	// Disable: still matched (its deliveries are dead-lettered as
+	// endpoint_disabled, to be resent later) and known by id as disabled.
 	_, err = st.ModifyEndpoint(ctx, "ep_inv", func(e *endpoint.Endpoint) error {
 		e.Status = endpoint.StatusDisabled
 		return nil
 	})
 	require.NoError(t, err)
 	eventually(t, "disable to reach the index", func() bool {
-		return slices.Equal([]string{"ep_all"}, ids(idx.Match("acct_1", "invoice.paid", nil)))
+		got, ok := idx.Endpoint("ep_inv")
+		return ok && got.Status == endpoint.StatusDisabled
 	})
+	require.Equal(t, []string{"ep_all", "ep_inv"}, ids(idx.Match("acct_1", "invoice.paid", nil)))
 	got, ok := idx.Endpoint("ep_inv")
 	require.True(t, ok)
 	require.Equal(t, endpoint.StatusDisabled, got.Status)
@@ -83,7 +86,7 @@ func TestIndexFollowsChanges(t *testing.T) {
 	mustCreate(t, st, "ep_new", "acct_1", "invoice.paid")
 	require.NoError(t, st.DeleteEndpoint(ctx, "ep_all"))
 	eventually(t, "insert and delete to reach the index", func() bool {
-		return slices.Equal([]string{"ep_new"}, ids(idx.Match("acct_1", "invoice.paid", nil)))
+		return slices.Equal([]string{"ep_inv", "ep_new"}, ids(idx.Match("acct_1", "invoice.paid", nil)))
 	})
 	_, ok = idx.Endpoint("ep_all")
 	require.False(t, ok)

@@ -1,7 +1,8 @@
 // Package router owns the fan-out stage: a consumer group on the events
 // topic that validates each envelope, dead-letters the invalid ones with
 // their reason and original bytes, and turns each valid event into one
-// delivery record per active subscribed endpoint of its account on the
+// delivery record per subscribed endpoint of its account (disabled ones
+// too: the dispatcher dead-letters those, so they can be resent) on the
 // deliveries topic (key = endpoint id), with a 'pending' delivery row per
 // delivery written to Postgres in one statement per batch. Offsets are
 // committed only once every record of the batch is acknowledged by Kafka
@@ -39,8 +40,8 @@ const HeaderEnvelopeError = "hookd-dlq-envelope-error"
 // Matcher finds the endpoints an event fans out to; *endpoint.Index
 // implements it.
 type Matcher interface {
-	// Match appends the active endpoints of account subscribed to
-	// eventType to dst.
+	// Match appends the endpoints of account subscribed to eventType,
+	// disabled ones included, to dst.
 	Match(account, eventType string, dst []*endpoint.Endpoint) []*endpoint.Endpoint
 	// Ready is closed once the endpoints are loaded.
 	Ready() <-chan struct{}
@@ -158,7 +159,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger}
 	r.m = metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_events_total",
-			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed active endpoint) or invalid (dead-lettered)."},
+			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed endpoint) or invalid (dead-lettered)."},
 			[]string{"result"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_invalid_events_total",
 			Help: "Envelopes dead-lettered by the router, by reason."}, []string{"reason"}),

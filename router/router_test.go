@@ -141,8 +141,10 @@ func TestFanOutRespectsSubscriptions(t *testing.T) {
 		`{"account":"acct_1","type":"invoice.paid"`,               // malformed
 		`{"account":"acct_1"}`, // missing type
 	)
-	// evt_1 -> all, inv; evt_2 -> all, cust; evt_3 -> all; derived -> acct2.
-	recs := consume(t, e.kafka, e.names.Deliveries, 6, 20*time.Second)
+	// evt_1 -> all, inv, off; evt_2 -> all, cust, off; evt_3 -> all, off;
+	// derived -> acct2. The disabled endpoint gets its deliveries (the
+	// dispatcher dead-letters them as endpoint_disabled, resendable later).
+	recs := consume(t, e.kafka, e.names.Deliveries, 9, 20*time.Second)
 	got := map[string][]string{}
 	for _, r := range recs {
 		d, err := delivery.Decode(r)
@@ -171,9 +173,9 @@ func TestFanOutRespectsSubscriptions(t *testing.T) {
 		sort.Strings(v)
 	}
 	require.Equal(t, map[string][]string{
-		"evt_1":   {"ep_all", "ep_inv"},
-		"evt_2":   {"ep_all", "ep_cust"},
-		"evt_3":   {"ep_all"},
+		"evt_1":   {"ep_all", "ep_inv", "ep_off"},
+		"evt_2":   {"ep_all", "ep_cust", "ep_off"},
+		"evt_3":   {"ep_all", "ep_off"},
 		"derived": {"ep_acct2"},
 	}, got)
 
@@ -199,7 +201,7 @@ func TestFanOutRespectsSubscriptions(t *testing.T) {
 		var n int
 		_ = e.db.Store.Pool().QueryRow(context.Background(),
 			`SELECT count(*) FROM webhooks.deliveries WHERE status = 'pending' AND attempts = 0`).Scan(&n)
-		return n == 6
+		return n == 9
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
 		return counter(t, e.reg, "hookd_router_events_total", "no_match") == 1 &&

@@ -17,7 +17,7 @@ type EndpointsCmd struct {
 	List         EndpointsListCmd    `cmd:"" help:"List endpoints."`
 	Show         EndpointsShowCmd    `cmd:"" help:"Show one endpoint."`
 	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description or limits."`
-	Disable      EndpointsDisableCmd `cmd:"" help:"Stop sending to an endpoint (new events skip it)."`
+	Disable      EndpointsDisableCmd `cmd:"" help:"Stop sending to an endpoint (its deliveries are dead-lettered as endpoint_disabled; resend them after enable)."`
 	Enable       EndpointsEnableCmd  `cmd:"" help:"Resume sending to a disabled endpoint (replay what it missed with hookctl dlq replay)."`
 	RotateSecret EndpointsRotateCmd  `cmd:"" name:"rotate-secret" help:"Start a secret rotation (new secret first, the previous one still signs) or finish it with --finish."`
 	Delete       EndpointsDeleteCmd  `cmd:"" help:"Delete an endpoint."`
