@@ -338,34 +338,52 @@ func TestKill9WithRetryTiers(t *testing.T) {
 	// The receiver's side: every request that reached it after the
 	// restart is one of those attempt records (started no later than it
 	// arrived), so the check above covers it. Only requests of the killed
-	// process, which left no attempt record, may be unmatched.
-	starts := map[string][]time.Time{}
-	for _, a := range topics.attempts {
-		if a.StatusCode != 0 {
-			k := a.EndpointID + "/" + a.EventID
-			starts[k] = append(starts[k], a.StartedAt)
+	// process, which left no attempt record, may be unmatched. The last
+	// attempt records may still be on their way: poll.
+	match := func() (unmatchedBefore, unmatchedAfter, arrivals int, bad string) {
+		arr, _ := rc.snapshot()
+		starts := map[string][]time.Time{}
+		for _, a := range topics.attempts {
+			if a.StatusCode != 0 {
+				k := a.EndpointID + "/" + a.EventID
+				starts[k] = append(starts[k], a.StartedAt)
+			}
 		}
-	}
-	unmatched, arrivalsN := 0, 0
-	for k, as := range arr {
-		s := starts[k]
-		sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
-		used := make([]bool, len(s))
-		for _, a := range as {
-			arrivalsN++
-			found := false
-			for i := len(s) - 1; i >= 0; i-- { // the latest start not after the arrival
-				if !used[i] && !s[i].After(a.at) {
-					used[i], found = true, true
-					break
+		for k, as := range arr {
+			sort.Slice(as, func(i, j int) bool { return as[i].at.Before(as[j].at) })
+			free := starts[k]
+			for _, a := range as {
+				arrivals++
+				found := false
+				for i, st := range free { // any start not after it: the later arrivals can use each of them
+					if !st.After(a.at) {
+						free = append(free[:i:i], free[i+1:]...)
+						found = true
+						break
+					}
+				}
+				switch {
+				case found:
+				case a.at.Before(restartedAt):
+					unmatchedBefore++
+				default:
+					unmatchedAfter++
+					bad = fmt.Sprintf("request to %s at %s", k, a.at.Format(time.RFC3339Nano))
 				}
 			}
-			if !found {
-				unmatched++
-				require.True(t, a.at.Before(restartedAt), "request to %s at %s has no attempt record", k, a.at)
-			}
 		}
+		return unmatchedBefore, unmatchedAfter, arrivals, bad
 	}
+	topics.mu.Unlock()
+	k9Eventually(t, 30*time.Second, "an attempt record for every request after the restart", func() bool {
+		topics.mu.Lock()
+		defer topics.mu.Unlock()
+		_, after, _, _ := match()
+		return after == 0
+	}, nil)
+	topics.mu.Lock()
+	unmatched, after, arrivalsN, bad := match()
+	require.Zero(t, after, "a request after the restart without an attempt record, e.g. %s", bad)
 
 	// Minimum gap check against the schedule at the receiver for the
 	// deliveries the crash did not touch (one request per attempt).
