@@ -202,10 +202,12 @@ func TestOutboxToDeliveries(t *testing.T) {
 	// subscribers of (account, type), as the test's oracle.
 	subscribers := func(account, typ string) []string {
 		switch {
+		// ep_off is disabled: it still gets deliveries, which the
+		// dispatcher dead-letters as endpoint_disabled.
 		case account == "acct_1" && typ == "invoice.paid":
-			return []string{"ep_all", "ep_inv"}
+			return []string{"ep_all", "ep_inv", "ep_off"}
 		case account == "acct_1":
-			return []string{"ep_all"}
+			return []string{"ep_all", "ep_off"}
 		case account == "acct_2" && typ == "customer.created":
 			return []string{"ep_2"}
 		}
