@@ -45,10 +45,24 @@ lint: ## go vet, gofmt and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+# Postgres for bench: DATABASE_URL when set, otherwise a throwaway pg_virtualenv cluster.
+PG_VIRTUALENV := pg_virtualenv -t -o wal_level=logical -o max_replication_slots=64 -o max_wal_senders=64 -o max_connections=400 -o fsync=off --
+
 .PHONY: bench
-bench: ## Run the Go benchmarks (needs Postgres like make test).
+bench: ## End-to-end benchmark (go run ./cmd/hookbench, BENCH_ARGS=...): real binaries and Postgres, baselines B0/B1/B2; results in bench-results/.
+	@scripts/ensure-deps.sh
+	@if [ -n "$${DATABASE_URL:-}" ]; then $(GO) run ./cmd/hookbench $(BENCH_ARGS); \
+	else $(PG_VIRTUALENV) $(GO) run ./cmd/hookbench $(BENCH_ARGS); fi
+
+.PHONY: bench-micro
+bench-micro: ## Run the Go (testing.B) benchmarks (needs Postgres like make test).
 	@scripts/ensure-deps.sh
 	@CGO_ENABLED=1 scripts/test.sh -run '^$$' -bench . -benchtime 2s ./...
+
+.PHONY: chaos
+chaos: ## Long fault-injection scenarios (kill -9 loops, broker/Postgres restarts, bad receivers, rebalance storm); see docs/reliability.md.
+	@scripts/ensure-deps.sh
+	@HOOKD_CHAOS=long CGO_ENABLED=1 scripts/test.sh -run 'TestChaos' -timeout 60m -v ./chaos/
 
 .PHONY: clean
 clean: ## Remove build output (keeps ./data and the local Postgres).

@@ -233,6 +233,14 @@ func (c *Cluster) Stop(name string, timeout time.Duration) error {
 	return p.Stop(timeout)
 }
 
+// NoteFault counts a fault the cluster did not inject itself (a Postgres
+// restart) in Kills.
+func (c *Cluster) NoteFault(name string) {
+	c.mu.Lock()
+	c.restarts[name]++
+	c.mu.Unlock()
+}
+
 // Restart9 kills name with SIGKILL and starts it again.
 func (c *Cluster) Restart9(ctx context.Context, name string) error {
 	c.Kill9(name)

@@ -59,7 +59,7 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
 	conf := fmt.Sprintf("\nlisten_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\nwal_level = logical\n"+
-		"max_replication_slots = 20\nmax_wal_senders = 20\nmax_connections = 300\nfsync = off\n", pg.Port, dir)
+		"max_replication_slots = 20\nmax_wal_senders = 20\nmax_connections = 300\nfsync = off\ncheckpoint_timeout = 30s\n", pg.Port, dir)
 	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return nil, err

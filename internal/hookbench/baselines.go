@@ -91,58 +91,38 @@ func (b *bench) b0(ctx context.Context, s *stack) error {
 }
 
 // b1 is a naive dispatcher: the deliveries topic hookd's router wrote in
-// the phases before, one goroutine per partition taking one record at a
-// time (sign, POST, wait, next), no per-endpoint scheduling.
+// the phases before, one consumer per partition taking one record at a
+// time (sign, POST, wait for the answer, next), no per-endpoint
+// scheduling, no concurrency inside a partition.
 func (b *bench) b1(ctx context.Context, s *stack) error {
 	b.setPhase("B1: naive dispatcher")
 	s.resetReceivers()
-	parts := map[int32]kgo.Offset{}
-	for p := range int32(b.cfg.Partitions) {
-		parts[p] = kgo.NewOffset().AtStart()
-	}
-	kc, err := kgo.NewClient(kgo.SeedBrokers(s.cluster.KafkaAddr),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"webhooks.deliveries": parts}))
-	if err != nil {
-		return err
-	}
-	defer kc.Close()
 	cl := newHTTPClient()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Phase)
 	defer cancel()
-	chans := map[int32]chan *kgo.Record{}
 	var wg sync.WaitGroup
 	var n atomic.Int64
-	for p := range parts {
-		ch := make(chan *kgo.Record, 500)
-		chans[p] = ch
-		wg.Go(func() {
-			for r := range ch {
-				if ctx.Err() != nil {
-					continue
-				}
-				d, err := delivery.Decode(r)
-				if err != nil {
-					continue
-				}
-				e := s.byID[d.EndpointID]
-				if e != nil && post(ctx, cl, e, "b1_"+d.EventID, d.Body) {
-					n.Add(1)
-				}
-			}
-		})
-	}
 	start := time.Now()
-	for ctx.Err() == nil {
-		fs := kc.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) {
-			select {
-			case chans[r.Partition] <- r:
-			case <-ctx.Done():
+	for p := range int32(b.cfg.Partitions) {
+		kc, err := kgo.NewClient(kgo.SeedBrokers(s.cluster.KafkaAddr), kgo.MaxConcurrentFetches(1),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"webhooks.deliveries": {p: kgo.NewOffset().AtStart()}}))
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			defer kc.Close()
+			for ctx.Err() == nil {
+				for _, r := range kc.PollRecords(ctx, 1).Records() {
+					d, err := delivery.Decode(r)
+					if err != nil {
+						continue
+					}
+					if e := s.byID[d.EndpointID]; e != nil && post(ctx, cl, e, "b1_"+d.EventID, d.Body) {
+						n.Add(1)
+					}
+				}
 			}
 		})
-	}
-	for _, ch := range chans {
-		close(ch)
 	}
 	wg.Wait()
 	b.res.B1 = float64(n.Load()) / time.Since(start).Seconds()

@@ -33,7 +33,8 @@ import (
 // Config configures a benchmark run. Zero fields take the defaults.
 type Config struct {
 	// DatabaseURL is a Postgres server (wal_level=logical) on which the
-	// benchmark creates and drops databases of its own. Required.
+	// benchmark creates and drops databases of its own. Empty uses the
+	// standard PG* variables (what pg_virtualenv sets).
 	DatabaseURL string
 	// Out is the directory for results.md, results.json and the PNGs.
 	// Defaults to "bench-results".

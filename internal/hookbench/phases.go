@@ -28,6 +28,7 @@ func (b *bench) isolation(ctx context.Context) error {
 			return err
 		}
 		hang := s.endpoints[0].ID
+		b.waitIdle(ctx, s)
 		start := time.Now()
 		l, ok, lost, err := b.runLoad(ctx, s, name, rate, b.cfg.Phase, 10, map[string]bool{hang: true})
 		if err != nil {
