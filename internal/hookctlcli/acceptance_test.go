@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,6 +100,20 @@ func TestAcceptanceDeadLetterReplayEndToEnd(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	var ep struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(out), &ep))
+
+	// An endpoint receives the events fanned out once hookd's endpoint
+	// index has seen it (LISTEN/NOTIFY, usually milliseconds; longer on a
+	// loaded machine): wait for that, as the contract is "subscribed at
+	// fan-out time".
+	eventually(t, 30*time.Second, "the endpoint index to hold the endpoint", func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "\nhookd_endpoint_index_endpoints 1\n")
+	})
 
 	// Events on the ingress topic, as any Kafka client would write them.
 	// Six, so that their 18 failed requests stay under the circuit
