@@ -33,6 +33,8 @@ func main() {
 	flag.IntVar(&cfg.Dispatchers, "dispatchers", 1, "hookd dispatch processes")
 	flag.IntVar(&cfg.Partitions, "partitions", 6, "partitions of the hookd topics")
 	flag.Float64Var(&cfg.OutboxShare, "outbox-share", 0.5, "share of events written through the outbox (the rest to the ingress topic)")
+	flag.Float64Var(&cfg.IsolationRate, "isolation-rate", 1000, "events/s of the isolation phase (100 endpoints, one hanging in the second run)")
+	flag.IntVar(&cfg.RiverJobs, "river-jobs", 40000, "deliveries the River baseline (B2) makes")
 	flag.StringVar(&mem, "memory-endpoints", "10000,100000", "endpoint counts of the memory phase")
 	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: latency,isolation,memory,b0,b1,b2")
 	flag.Parse()

@@ -136,8 +136,7 @@ func (b *bench) b1(ctx context.Context, s *stack) error {
 func (b *bench) b2(ctx context.Context, s *stack) error {
 	b.setPhase("B2: River (Postgres queue)")
 	s.resetReceivers()
-	n := int(max(b.res.Saturation*b.cfg.Phase.Seconds()/2, 5000))
-	n = min(n, 100000)
+	n := b.cfg.RiverJobs
 	type job struct {
 		URL    string `json:"url"`
 		Secret string `json:"secret"`

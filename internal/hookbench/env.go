@@ -68,6 +68,13 @@ type Config struct {
 	// MemoryEndpoints are the endpoint counts of the memory phase.
 	// Defaults to 10000 and 100000.
 	MemoryEndpoints []int
+	// IsolationRate is the event rate of the isolation phase (100
+	// endpoints). Defaults to 1000: at half the saturation rate the
+	// 2-core machine is busy enough that p99 moves by itself from run to
+	// run.
+	IsolationRate float64
+	// RiverJobs is how many deliveries B2 makes. Defaults to 40000.
+	RiverJobs int
 	// Skip names phases not to run (saturation, latency, isolation,
 	// memory, b0, b1, b2).
 	Skip map[string]bool
@@ -108,6 +115,12 @@ func (c *Config) setDefaults() {
 	}
 	if len(c.MemoryEndpoints) == 0 {
 		c.MemoryEndpoints = []int{10000, 100000}
+	}
+	if c.IsolationRate == 0 {
+		c.IsolationRate = 1000
+	}
+	if c.RiverJobs == 0 {
+		c.RiverJobs = 40000
 	}
 	if c.Skip == nil {
 		c.Skip = map[string]bool{}

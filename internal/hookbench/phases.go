@@ -11,10 +11,7 @@ import (
 // isolation runs 100 endpoints at a fixed rate twice, on fresh stacks:
 // all healthy, then with endpoint 0 hanging (every request times out).
 func (b *bench) isolation(ctx context.Context) error {
-	rate := min(b.res.Saturation*0.5, 2000)
-	if rate <= 0 {
-		rate = 500
-	}
+	rate := b.cfg.IsolationRate
 	iso := &Isolation{Rate: rate}
 	for _, hanging := range []bool{false, true} {
 		p := stackParams{endpoints: 100, partitions: b.cfg.Partitions}
