@@ -196,6 +196,9 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	// delivery rate.
 	bound := (crashes+1)*int(math.Ceil(2*sc.rate*top.DeliveriesPerEvent)) + sc.extraDuplicates
 	t.Logf("faults: %v; duplicate bound %d\n%s", cl.Kills(), bound, rep)
+	if !rep.OK() {
+		t.Logf("consumer groups at the end:\n%s", chaos.GroupLag(ctx, cl.KafkaAddr))
+	}
 	require.NoError(t, cl.Unexpected(), "a process died by itself")
 	require.True(t, rep.OK(), "invariants violated:\n%s", rep)
 	require.LessOrEqual(t, rep.Duplicates, bound, "duplicates above the documented bound")
