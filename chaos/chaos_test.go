@@ -229,14 +229,16 @@ func healthy() []chaos.EndpointGroup {
 
 // TestChaosShortKill9 is the scenario `make test` always runs: under load
 // through the outbox (a quarter of the transactions rolled back) and the
-// ingress topic, kill -9 a dispatcher among three, the relay, the router,
-// the attempt-log writer and another dispatcher, each restarted at once;
-// then nothing may be lost, nothing rolled back delivered, every dead
-// letter has a reason, the attempt log agrees with the receivers, and
-// duplicates stay within the bound.
+// ingress topic, kill -9 a dispatcher among three, the relay, another
+// dispatcher and the relay again, each restarted at once; then nothing may
+// be lost, nothing rolled back delivered, every dead letter has a reason,
+// the attempt log agrees with the receivers, and duplicates stay within
+// the bound. (Killing the router or the attempt-log writer, one-member
+// groups with a 45s session timeout, is left to `make chaos`: see
+// TestChaosGroupMemberKills and docs/reliability.md.)
 func TestChaosShortKill9(t *testing.T) {
 	t.Parallel()
-	order := []string{chaos.DispatcherName(1), chaos.RoleRelay, chaos.RoleRouter, chaos.RoleAttemptLog, chaos.DispatcherName(2), chaos.RoleRelay}
+	order := []string{chaos.DispatcherName(1), chaos.RoleRelay, chaos.DispatcherName(2), chaos.RoleRelay}
 	run(t, scenario{
 		groups: healthy(), rate: 100, duration: 24 * time.Second, settle: 90 * time.Second,
 		faults: func(ctx context.Context, h *harness) error {
