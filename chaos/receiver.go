@@ -76,7 +76,6 @@ type Receiver struct {
 	counts    map[pairKey]int
 	firstOK   map[pairKey]time.Time
 	trapHits  atomic.Int64
-	inflight  atomic.Int64
 	// KeepRequests false keeps only counts and first-2xx times (benchmark).
 	keepAll bool
 	onFirst func(endpointID, webhookID string, at time.Time)

@@ -18,7 +18,6 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -336,5 +335,3 @@ func redact(u string) string {
 	}
 	return p.Redacted()
 }
-
-func filepathJoin(a, b string) string { return filepath.Join(a, b) }
