@@ -194,7 +194,11 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	// position (dispatcher watermarks every 1s, relay LSNs every 250ms,
 	// router offsets after each batch): at most about 2 s of the offered
 	// delivery rate.
-	bound := (crashes+1)*int(math.Ceil(2*sc.rate*top.DeliveriesPerEvent)) + sc.extraDuplicates
+	// A router killed while fanning out the backlog that built up while
+	// its group rebalanced (up to a 10s session timeout) re-does that whole
+	// batch: 10 s of the rate per router kill on top.
+	perSecond := sc.rate * top.DeliveriesPerEvent
+	bound := (crashes+1)*int(math.Ceil(2*perSecond)) + cl.Kills()[chaos.RoleRouter]*int(math.Ceil(10*perSecond)) + sc.extraDuplicates
 	t.Logf("faults: %v; duplicate bound %d\n%s", cl.Kills(), bound, rep)
 	if !rep.OK() {
 		t.Logf("consumer groups at the end:\n%s", chaos.GroupLag(ctx, cl.KafkaAddr))
