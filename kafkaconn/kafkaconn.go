@@ -36,6 +36,13 @@ type Config struct {
 	ClientID string
 	// DialTimeout bounds one connection attempt. Defaults to 5s.
 	DialTimeout time.Duration
+	// SessionTimeout is the consumer-group session timeout of every group
+	// hookd joins (router, dispatchers, attempt-log writers): how long a
+	// killed or frozen member keeps its partitions before the group hands
+	// them on. Kafka's client default of 45s would leave those partitions
+	// unconsumed that long; heartbeats go every 3s. The broker must allow
+	// it (group.min.session.timeout.ms, 6s by default). Defaults to 10s.
+	SessionTimeout time.Duration
 	// TLS encrypts and authenticates the connections. Defaults to off
 	// (plaintext).
 	TLS TLS
@@ -50,6 +57,9 @@ type Config struct {
 func (c *Config) SetDefaults() {
 	if c.ClientID == "" {
 		c.ClientID = "hookd"
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 5 * time.Second
@@ -67,6 +77,9 @@ func (c *Config) Validate() error {
 		if err != nil || host == "" || port == "" {
 			return fmt.Errorf("brokers: %q is not host:port", b)
 		}
+	}
+	if c.SessionTimeout != 0 && c.SessionTimeout < 6*time.Second {
+		return fmt.Errorf("kafka session timeout: must be at least 6s (the broker's minimum), got %s", c.SessionTimeout)
 	}
 	if c.DialTimeout < 0 {
 		return fmt.Errorf("kafka dial timeout: must not be negative, got %s", c.DialTimeout)
@@ -127,6 +140,7 @@ func Opts(cfg Config, logger *slog.Logger, hooks ...kgo.Hook) []kgo.Opt {
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.DialTimeout(cfg.DialTimeout),
+		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.WithLogger(kslog.New(logger.With("component", "kafka"))),
 		kgo.ProducerLinger(5 * time.Millisecond),
