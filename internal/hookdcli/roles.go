@@ -30,6 +30,9 @@ type DispatchFlags struct {
 	EndpointBacklog      int           `name:"endpoint-backlog" default:"1000" env:"HOOKD_ENDPOINT_BACKLOG" help:"Records of one endpoint held waiting for a slot; beyond it they go to the first retry tier without spending an attempt."`
 	ConnectTimeout       time.Duration `name:"connect-timeout" default:"3s" env:"HOOKD_CONNECT_TIMEOUT" help:"TCP connect and TLS handshake timeout of a webhook request."`
 	RequestTimeout       time.Duration `name:"request-timeout" default:"10s" env:"HOOKD_REQUEST_TIMEOUT" help:"Total timeout of a webhook request, response included (an endpoint may set its own)."`
+	BreakerOpenFor       time.Duration `name:"breaker-open-for" default:"30s" env:"HOOKD_BREAKER_OPEN_FOR" help:"How long a tripped endpoint circuit breaker stays open before it lets a probe through; with a short --retry-schedule, keep it shorter than the schedule."`
+	BreakerMinRequests   uint32        `name:"breaker-min-requests" default:"20" env:"HOOKD_BREAKER_MIN_REQUESTS" help:"Requests in the breaker's 60s window before it may trip."`
+	BreakerFailureRatio  float64       `name:"breaker-failure-ratio" default:"0.5" env:"HOOKD_BREAKER_FAILURE_RATIO" help:"Share of failed requests in the window that trips the breaker."`
 	AllowPrivateNetworks bool          `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Allow webhook destinations on loopback, private, link-local and metadata addresses (development and tests only)."`
 }
 
@@ -138,6 +141,11 @@ func (s *roleSet) dispatchRole() daemon.RoleFactory {
 			ConnectTimeout:       s.dispatch.ConnectTimeout,
 			Timeout:              s.dispatch.RequestTimeout,
 			AllowPrivateNetworks: s.dispatch.AllowPrivateNetworks,
+			Breaker: dispatcher.BreakerConfig{
+				OpenFor:      s.dispatch.BreakerOpenFor,
+				MinRequests:  s.dispatch.BreakerMinRequests,
+				FailureRatio: s.dispatch.BreakerFailureRatio,
+			},
 		}, dispatcher.Deps{
 			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("dispatch"),
 		})
