@@ -300,9 +300,13 @@ func (r *Relay) lead(ctx context.Context, cl *kgo.Client) (led bool, err error) 
 	}
 
 	sctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	// Stop the lock watcher before waiting for it: when stream returns on
+	// its own (a setup error such as a foreign slot), sctx is still live.
+	defer func() {
+		stop(nil)
+		wg.Wait()
+	}()
 	wg.Go(func() {
 		t := time.NewTicker(r.cfg.LeaderPoll)
 		defer t.Stop()

@@ -26,6 +26,7 @@ import (
 	"github.com/hookd/hookd/producer"
 	"github.com/hookd/hookd/relay"
 	"github.com/hookd/hookd/router"
+	"github.com/hookd/hookd/store"
 	"github.com/hookd/hookd/topics"
 )
 
@@ -397,6 +398,28 @@ func TestRoleWithoutReplicationIsOneClearLine(t *testing.T) {
 // TestWalLevelNotLogicalIsOneClearLine needs a server without
 // wal_level=logical (plain `pg_virtualenv go test ./relay/`); it skips on a
 // logical one.
+// TestForeignSlotIsOneClearLine: a slot of the relay's name that belongs to
+// another database (slots are cluster-wide) stops the relay with one line,
+// promptly, instead of hanging as the leader.
+func TestForeignSlotIsOneClearLine(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	other := pgtest.New(t)
+	ctx := context.Background()
+	_, err := other.Store.Pool().Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, e.slot)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = other.Store.Pool().Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, e.slot)
+	})
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = e.newRelay(t, e.relayConfig()).Run(rctx)
+	require.NoError(t, rctx.Err(), "the relay must give up on its own, not wait for the deadline")
+	require.ErrorIs(t, err, store.ErrRelaySetup)
+	require.Contains(t, err.Error(), fmt.Sprintf("replication slot %q exists for database %q", e.slot, other.Name))
+	require.NotContains(t, err.Error(), "\n")
+}
+
 func TestWalLevelNotLogicalIsOneClearLine(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
