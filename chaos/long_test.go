@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookd/hookd/chaos"
+	"github.com/hookd/hookd/internal/pgcluster"
 )
 
 // The long scenarios run with `make chaos` (HOOKD_CHAOS=long). Each runs
@@ -71,7 +72,7 @@ func TestChaosPostgresRestart(t *testing.T) {
 	long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pg, err := chaos.StartPostgres(ctx)
+	pg, err := pgcluster.Start(ctx, pgcluster.Config{})
 	require.NoError(t, err)
 	t.Cleanup(pg.Close)
 	run(t, scenario{

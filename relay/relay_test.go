@@ -22,6 +22,7 @@ import (
 	"github.com/hookd/hookd/endpoint"
 	"github.com/hookd/hookd/event"
 	"github.com/hookd/hookd/internal/kafkatest"
+	"github.com/hookd/hookd/internal/pgcluster"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/producer"
 	"github.com/hookd/hookd/relay"
@@ -420,20 +421,28 @@ func TestForeignSlotIsOneClearLine(t *testing.T) {
 	require.NotContains(t, err.Error(), "\n")
 }
 
+// TestWalLevelNotLogicalIsOneClearLine runs the relay against a Postgres
+// cluster of the test's own with wal_level=replica.
 func TestWalLevelNotLogicalIsOneClearLine(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx := context.Background()
-	var level string
-	require.NoError(t, e.db.Store.Pool().QueryRow(ctx, `SHOW wal_level`).Scan(&level))
-	if level == "logical" {
-		t.Skip("the server runs with wal_level=logical")
-	}
-	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	err := e.newRelay(t, e.relayConfig()).Run(rctx)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "wal_level is \""+level+"\" but the relay needs logical")
+	pg, err := pgcluster.Start(ctx, pgcluster.Config{WalLevel: "replica"})
+	require.NoError(t, err)
+	t.Cleanup(pg.Close)
+	st, err := store.Open(ctx, store.Config{DatabaseURL: pg.URL()}, e.logger)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	_, err = st.Migrate(ctx)
+	require.NoError(t, err)
+
+	r, err := relay.New(e.relayConfig(), relay.Deps{Store: st, KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)},
+		Logger: e.logger, Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	err = r.Run(ctx)
+	require.NoError(t, ctx.Err(), "the relay must give up on its own")
+	require.ErrorIs(t, err, store.ErrRelaySetup)
+	require.Contains(t, err.Error(), `wal_level is "replica" but the relay needs logical`)
 	require.NotContains(t, err.Error(), "\n")
-	t.Log(err)
 }

@@ -1,4 +1,9 @@
-package chaos
+// Package pgcluster runs a throwaway PostgreSQL cluster that a test controls
+// itself (initdb, pg_ctl start and stop), for what a shared test server
+// cannot do: stop and crash it (the chaos scenarios), or run it with other
+// settings (wal_level=replica, to see the relay's error). As root the server
+// runs as the postgres user, like scripts/devdb.sh. It is for tests only.
+package pgcluster
 
 import (
 	"context"
@@ -14,25 +19,32 @@ import (
 	"time"
 )
 
-// Postgres is a throwaway Postgres cluster this package controls (initdb,
-// pg_ctl start/stop), so a scenario can stop and restart it. As root the
-// server runs as the postgres user, like scripts/devdb.sh.
+// Postgres is a running throwaway cluster.
 type Postgres struct {
 	Dir  string
 	Port int
 	bin  string
 }
 
-// StartPostgres initdb's a cluster in a new temp directory with
-// wal_level=logical and starts it on a free 127.0.0.1 port.
-func StartPostgres(ctx context.Context) (*Postgres, error) {
+// Config are the cluster's settings.
+type Config struct {
+	// WalLevel is the wal_level setting. Defaults to "logical".
+	WalLevel string
+}
+
+// Start initdb's a cluster in a new temp directory and starts it on a free
+// 127.0.0.1 port; Close stops and removes it.
+func Start(ctx context.Context, cfg Config) (*Postgres, error) {
+	if cfg.WalLevel == "" {
+		cfg.WalLevel = "logical"
+	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	if len(dirs) == 0 {
 		return nil, errors.New("no PostgreSQL server under /usr/lib/postgresql")
 	}
 	sort.Strings(dirs)
 	pg := &Postgres{bin: dirs[len(dirs)-1]}
-	dir, err := os.MkdirTemp("", "hookd-chaos-pg-")
+	dir, err := os.MkdirTemp("", "hookd-pg-")
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +70,8 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 	if out, err := pg.as(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	conf := fmt.Sprintf("\nlisten_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\nwal_level = logical\n"+
-		"max_replication_slots = 20\nmax_wal_senders = 20\nmax_connections = 300\nfsync = off\ncheckpoint_timeout = 30s\n", pg.Port, dir)
+	conf := fmt.Sprintf("\nlisten_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\nwal_level = %s\n"+
+		"max_replication_slots = 20\nmax_wal_senders = 20\nmax_connections = 300\nfsync = off\ncheckpoint_timeout = 30s\n", pg.Port, dir, cfg.WalLevel)
 	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return nil, err
