@@ -38,6 +38,8 @@ if [ -n "$optional" ] && [ "$(id -u)" = 0 ]; then
 	for pkg in $optional; do
 		echo "installing (optional): $pkg" >&2
 		install "$pkg" 2>/dev/null || echo "hookd: could not install $pkg; the tests that need it will say they were skipped" >&2
+		# Only its promtool is wanted: do not leave a Prometheus server running.
+		[ "$pkg" = prometheus ] && { service prometheus stop >/dev/null 2>&1 || true; }
 	done
 fi
 exit 0
