@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookd_attempt_log_records_total",
-			Help: "Attempt records consumed, by result: inserted, duplicate (already in the log), invalid (skipped, logged).",
+			Help: "Records consumed, by result: inserted, duplicate (attempts already in the log), invalid (skipped, logged), pending (delivery records whose pending row was written, or already there).",
 		}, []string{"result"}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookd_attempt_log_write_errors_total",

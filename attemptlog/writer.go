@@ -1,7 +1,9 @@
 // Package attemptlog owns the durable attempt log: the writer role that
 // consumes attempt records from the attempts topic and appends them to
 // Postgres in batches (moving delivery state and endpoint health on in the
-// same transaction), and the maintainer role that keeps the daily attempt
+// same transaction), and writes the 'pending' row of every record on the
+// deliveries topic (so the router never waits on Postgres); and the
+// maintainer role that keeps the daily attempt
 // partitions ahead and drops the expired ones.
 //
 // The writer commits Kafka offsets only after the Postgres transaction has
@@ -26,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/attempt"
+	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/health"
 	"github.com/hookd/hookd/store"
 )
@@ -37,6 +40,10 @@ const DefaultGroup = "hookd-attempt-log"
 type Config struct {
 	// Topic is the attempts topic. Defaults to "webhooks.attempts".
 	Topic string
+	// DeliveriesTopic is read too: each record on it (a fan-out or a
+	// replay) gets its 'pending' row in webhooks.deliveries, so the router
+	// never waits on Postgres. Defaults to "webhooks.deliveries".
+	DeliveriesTopic string
 	// OpsTopic receives endpoint.disabled events. Defaults to "webhooks.ops".
 	OpsTopic string
 	// Group is the consumer group; writers of one group share the
@@ -64,6 +71,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.DeliveriesTopic == "" {
+		c.DeliveriesTopic = "webhooks.deliveries"
+	}
 	if c.Topic == "" {
 		c.Topic = "webhooks.attempts"
 	}
@@ -181,7 +191,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	opts := append([]kgo.Opt{kgo.FetchMaxBytes(8 << 20)}, w.deps.KafkaOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(w.cfg.Group),
-		kgo.ConsumeTopics(w.cfg.Topic),
+		kgo.ConsumeTopics(w.cfg.Topic, w.cfg.DeliveriesTopic),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
@@ -222,8 +232,19 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *health.Announc
 
 	oldest := recs[0].Timestamp
 	decoded := make([]*attempt.Record, 0, len(recs))
+	var pending []store.PendingDelivery
 	for _, kr := range recs {
 		oldest = minTime(oldest, kr.Timestamp)
+		if kr.Topic == w.cfg.DeliveriesTopic {
+			d, err := delivery.Decode(kr)
+			if err != nil {
+				// The dispatcher dead-letters it; nothing to log here.
+				continue
+			}
+			pending = append(pending, store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
+				Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated})
+			continue
+		}
 		r, err := attempt.Decode(kr)
 		if err != nil {
 			// Not storable, ever: say so loudly and move past it.
@@ -235,6 +256,12 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *health.Announc
 		decoded = append(decoded, r)
 	}
 	start := time.Now()
+	// Pending rows first, so that a delivery's row exists before its
+	// attempts move it on (either order ends the same: both are upserts
+	// that never move a row backwards).
+	if err := w.writePending(wctx, pending, oldest); err != nil {
+		return err
+	}
 	w.skipped = map[string]bool{}
 	res, err := w.write(wctx, decoded, oldest)
 	if err != nil {
@@ -255,6 +282,43 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *health.Announc
 		// and records read again are no-ops.
 		w.m.commitErrors.Inc()
 		w.deps.Logger.WarnContext(ctx, "committing attempt-log offsets", "error", err)
+	}
+	return nil
+}
+
+// writePending inserts the pending delivery rows of a batch, retrying
+// transient Postgres errors with backoff until ctx ends. Rows Postgres
+// refuses for their data are skipped with a log line: the attempt log
+// creates a delivery's row from its first attempt anyway.
+func (w *Writer) writePending(ctx context.Context, rows []store.PendingDelivery, oldest time.Time) error {
+	var wait time.Duration
+	for try := 1; len(rows) > 0; try++ {
+		tctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+		err := w.deps.Store.InsertPendingDeliveries(tctx, rows)
+		cancel()
+		switch {
+		case err == nil:
+			w.m.postgresUp.Set(1)
+			w.m.records.WithLabelValues("pending").Add(float64(len(rows)))
+			return nil
+		case errors.Is(err, store.ErrInvalidData):
+			w.m.writeErrors.WithLabelValues("invalid").Inc()
+			w.deps.Logger.ErrorContext(ctx, "skipping pending delivery rows Postgres refuses", "rows", len(rows), "error", err)
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		w.m.postgresUp.Set(0)
+		w.m.writeErrors.WithLabelValues("transient").Inc()
+		w.m.lag.Set(max(w.deps.Clock().Sub(oldest).Seconds(), 0))
+		wait = w.backoff(wait)
+		w.deps.Logger.WarnContext(ctx, "writing pending delivery rows failed; retrying the batch, records stay in Kafka",
+			"rows", len(rows), "try", try, "retry_in", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
 	}
 	return nil
 }

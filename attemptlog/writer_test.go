@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/attemptlog"
+	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/health"
 	"github.com/hookd/hookd/internal/kafkatest"
 	"github.com/hookd/hookd/internal/pgtest"
@@ -83,7 +84,7 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 // fails the test if Run returns an error.
 func (b *bundle) startWriter(t *testing.T, cfg attemptlog.Config, reg *prometheus.Registry) (stop func()) {
 	t.Helper()
-	cfg.Topic, cfg.OpsTopic = b.names.Attempts, b.names.Ops
+	cfg.Topic, cfg.DeliveriesTopic, cfg.OpsTopic = b.names.Attempts, b.names.Deliveries, b.names.Ops
 	if cfg.RetryMax == 0 {
 		cfg.RetryMin, cfg.RetryMax = 20*time.Millisecond, 200*time.Millisecond
 	}
@@ -261,6 +262,45 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 		}
 	}
 	return 0
+}
+
+// TestWriterWritesPendingRowsFromDeliveries: every record on the deliveries
+// topic gets its pending row (the router never writes Postgres), a row an
+// attempt moved on is never put back to pending, and reading the topic again
+// changes nothing.
+func TestWriterWritesPendingRowsFromDeliveries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var recs []*kgo.Record
+	for i := range 5 {
+		d := delivery.Delivery{ID: fmt.Sprintf("p-d%03d", i), EventID: fmt.Sprintf("evt-p-%d", i), EventType: "invoice.paid",
+			EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Body: []byte(`{}`)}
+		recs = append(recs, d.Record(b.names.Deliveries))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.producer.ProduceSync(ctx, recs...).FirstErr())
+	done := &attempt.Record{AttemptID: "p-d000-a1", DeliveryID: "p-d000", EventID: "evt-p-0", EventType: "invoice.paid",
+		EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Tier: b.names.Deliveries,
+		StartedAt: t0.Add(time.Second), Duration: time.Millisecond, Outcome: attempt.OutcomeDelivered, StatusCode: 200, NextAction: attempt.NextDone}
+	b.produce(t, done)
+
+	stop := b.startWriter(t, attemptlog.Config{}, b.reg)
+	eventually(t, 20*time.Second, "pending rows for every delivery record", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'pending' AND account = 'acct_1'`) == 4 &&
+			b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'p-d000' AND status = 'delivered'`) == 1
+	})
+	stop()
+
+	// The same records again (a replay of the topic): nothing changes.
+	require.NoError(t, b.producer.ProduceSync(ctx, recs...).FirstErr())
+	reg2 := prometheus.NewRegistry()
+	b.startWriter(t, attemptlog.Config{}, reg2)
+	eventually(t, 20*time.Second, "the second read", func() bool {
+		return metricValue(t, reg2, "hookd_attempt_log_records_total", "pending") >= 5
+	})
+	require.Equal(t, 5, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries`))
+	require.Equal(t, 1, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'p-d000' AND status = 'delivered'`))
 }
 
 func TestWriterSurvivesPostgresOutage(t *testing.T) {

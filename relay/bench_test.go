@@ -38,7 +38,7 @@ func BenchmarkOutboxToDeliveries(b *testing.B) {
 		b.Fatal(err)
 	}
 	start(b, idx.Run)
-	rt, err := router.New(router.Config{Topics: e.names}, router.Deps{Endpoints: idx, Store: st,
+	rt, err := router.New(router.Config{Topics: e.names}, router.Deps{Endpoints: idx,
 		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger})
 	if err != nil {
 		b.Fatal(err)

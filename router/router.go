@@ -3,12 +3,12 @@
 // their reason and original bytes, and turns each valid event into one
 // delivery record per subscribed endpoint of its account (disabled ones
 // too: the dispatcher dead-letters those, so they can be resent) on the
-// deliveries topic (key = endpoint id), with a 'pending' delivery row per
-// delivery written to Postgres in one statement per batch. Offsets are
-// committed only once every record of the batch is acknowledged by Kafka
-// and its rows are written. Both ingress paths (the outbox relay and
-// producers writing to the events topic) come through here. It never sends
-// HTTP and never queries Postgres per event.
+// deliveries topic (key = endpoint id). Offsets are committed only once
+// every record of the batch is acknowledged by Kafka. Both ingress paths
+// (the outbox relay and producers writing to the events topic) come through
+// here. It never sends HTTP and never touches Postgres: the 'pending'
+// delivery rows are written by the attempt-log writer from the deliveries
+// topic, so a Postgres outage does not stop fan-out.
 package router
 
 import (
@@ -26,7 +26,6 @@ import (
 	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/endpoint"
 	"github.com/hookd/hookd/event"
-	"github.com/hookd/hookd/store"
 	"github.com/hookd/hookd/topics"
 )
 
@@ -114,8 +113,6 @@ func (c *Config) validate() error {
 type Deps struct {
 	// Endpoints is required.
 	Endpoints Matcher
-	// Store receives the pending delivery rows; required.
-	Store *store.Store
 	// KafkaOpts are the shared client options (seed brokers, logging,
 	// metrics); the router adds its consumer group options.
 	KafkaOpts []kgo.Opt
@@ -150,9 +147,6 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if deps.Endpoints == nil {
 		return nil, errors.New("router: no endpoint index")
 	}
-	if deps.Store == nil {
-		return nil, errors.New("router: no store")
-	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
@@ -166,7 +160,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		deliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_deliveries_total",
 			Help: "Delivery records produced by the router (one per event and subscribed endpoint)."}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_write_retries_total",
-			Help: "Retried writes of a batch, by target: kafka or postgres."}, []string{"target"}),
+			Help: "Retried writes of a batch, by target (kafka: the router writes nowhere else)."}, []string{"target"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookd_router_batch_seconds",
 			Help: "Time to fan out one polled batch, from poll to offset commit.", Buckets: prometheus.DefBuckets}),
 	}
@@ -255,16 +249,15 @@ func (r *Router) Run(ctx context.Context) error {
 // batch is the reusable scratch space of one polled batch.
 type batch struct {
 	out     []*kgo.Record
-	rows    []store.PendingDelivery
 	matches []*endpoint.Endpoint
 }
 
-// handle fans out recs and returns once every output record is acked and
-// every row written. It retries failed writes until they succeed or ctx
+// handle fans out recs and returns once every output record is acked. It
+// retries failed writes until they succeed or ctx
 // (the drain deadline) ends; stop ending only shortens the backoff waits.
 func (r *Router) handle(ctx, stop context.Context, cl *kgo.Client, b *batch, recs []*kgo.Record) error {
-	b.out, b.rows = b.out[:0], b.rows[:0]
-	var fanned, noMatch, invalid float64
+	b.out = b.out[:0]
+	var fanned, noMatch, invalid, deliveries float64
 	for _, rec := range recs {
 		env, err := event.Parse(rec.Value, event.Origin{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp},
 			r.cfg.MaxEnvelopeBytes)
@@ -294,25 +287,17 @@ func (r *Router) handle(ctx, stop context.Context, cl *kgo.Client, b *batch, rec
 				Account: env.Account, EventCreated: env.Created, Attempt: 1, Body: body,
 			}
 			b.out = append(b.out, d.Record(r.cfg.Topics.Deliveries))
-			b.rows = append(b.rows, store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
-				Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated})
+			deliveries++
 		}
 	}
 
-	var wg sync.WaitGroup
-	var pgErr error
-	wg.Go(func() {
-		pgErr = r.retry(ctx, stop, "postgres", func() error { return r.deps.Store.InsertPendingDeliveries(ctx, b.rows) })
-	})
-	kafkaErr := r.produceAll(ctx, stop, cl, b.out)
-	wg.Wait()
-	if err := errors.Join(kafkaErr, pgErr); err != nil {
+	if err := r.produceAll(ctx, stop, cl, b.out); err != nil {
 		return err
 	}
 	r.m.events.WithLabelValues("fanned_out").Add(fanned)
 	r.m.events.WithLabelValues("no_match").Add(noMatch)
 	r.m.events.WithLabelValues("invalid").Add(invalid)
-	r.m.deliveries.Add(float64(len(b.rows)))
+	r.m.deliveries.Add(deliveries)
 	return nil
 }
 

@@ -40,7 +40,7 @@ func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDeliver
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
 		ON CONFLICT (id) DO NOTHING`, ids, events, endpoints, accounts, types, created)
 	if err != nil {
-		return fmt.Errorf("inserting %d pending deliveries: %s", len(ds), oneLine(err))
+		return wrapWriteError(fmt.Sprintf("inserting %d pending deliveries", len(ds)), err)
 	}
 	return nil
 }

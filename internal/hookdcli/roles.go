@@ -102,7 +102,7 @@ func (s *roleSet) routerRole() daemon.RoleFactory {
 			return nil, err
 		}
 		r, err := router.New(router.Config{Topics: env.Names}, router.Deps{
-			Endpoints: x, Store: env.Store, KafkaOpts: env.KafkaOptsFor("router"), Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
+			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("router: %w", err)
@@ -170,7 +170,7 @@ func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
 	return []daemon.RoleFactory{
 		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
 			w, err := attemptlog.New(attemptlog.Config{
-				Topic: env.Names.Attempts, OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
+				Topic: env.Names.Attempts, DeliveriesTopic: env.Names.Deliveries, OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
 			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("attempt-log")})
 			if err != nil {
 				return nil, fmt.Errorf("attempt log: %w", err)
