@@ -64,6 +64,17 @@ func TestChaosBrokerRestart(t *testing.T) {
 	})
 }
 
+// ownPostgres starts a Postgres cluster the scenario may stop and crash.
+func ownPostgres(t *testing.T) *pgcluster.Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := pgcluster.Start(ctx, pgcluster.Config{})
+	require.NoError(t, err)
+	t.Cleanup(pg.Close)
+	return pg
+}
+
 // TestChaosPostgresRestart runs on a Postgres cluster of its own and stops
 // it twice under load: a fast shutdown held down for 5 seconds, then an
 // immediate one (a crash: recovery on start). Outbox transactions fail
@@ -71,11 +82,7 @@ func TestChaosBrokerRestart(t *testing.T) {
 // may be lost.
 func TestChaosPostgresRestart(t *testing.T) {
 	long(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgcluster.Start(ctx, pgcluster.Config{})
-	require.NoError(t, err)
-	t.Cleanup(pg.Close)
+	pg := ownPostgres(t)
 	run(t, scenario{
 		databaseURL: pg.URL(),
 		groups:      healthy(), rate: 80, duration: 70 * time.Second, settle: 2 * time.Minute,
@@ -114,11 +121,7 @@ func TestChaosPostgresRestart(t *testing.T) {
 // gap and no duplicate rows (the checker compares it with the receivers).
 func TestChaosPostgresOutage60s(t *testing.T) {
 	long(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgcluster.Start(ctx, pgcluster.Config{})
-	require.NoError(t, err)
-	t.Cleanup(pg.Close)
+	pg := ownPostgres(t)
 	run(t, scenario{
 		databaseURL: pg.URL(),
 		groups:      healthy(), rate: 60, duration: 100 * time.Second, settle: 3 * time.Minute,
