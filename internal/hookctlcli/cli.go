@@ -15,9 +15,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/alecthomas/kong"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/internal/cmdline"
 	"github.com/hookd/hookd/internal/hookdcli"
 	"github.com/hookd/hookd/kafkaconn"
 	"github.com/hookd/hookd/retrytiers"
@@ -25,11 +25,11 @@ import (
 	"github.com/hookd/hookd/topics"
 )
 
-// Exit codes.
+// Exit codes (package cmdline's).
 const (
-	ExitOK      = 0
-	ExitFailure = 1
-	ExitUsage   = 2
+	ExitOK      = cmdline.ExitOK
+	ExitFailure = cmdline.ExitFailure
+	ExitUsage   = cmdline.ExitUsage
 )
 
 // CLI is the hookctl command line. Command groups register here, one field
@@ -134,33 +134,17 @@ func Usage(err error) error { return UsageError{err} }
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cli CLI
-	exitCode := -1
-	parser, err := kong.New(&cli,
-		kong.Name("hookctl"),
-		kong.Description("hookctl operates hookd: endpoints, deliveries, dead letters, replay and topics."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exitCode = code }),
-		kong.Vars{"retry_schedule": retrytiers.DefaultSchedule},
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-	)
-	if err != nil {
-		fmt.Fprintf(stderr, "hookctl: %v\n", err)
-		return ExitFailure
-	}
-	kctx, err := parser.Parse(args)
-	if exitCode >= 0 {
-		return exitCode
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "hookctl: %v (see hookctl --help)\n", err)
-		return ExitUsage
+	kctx, code, done := cmdline.Parse(&cli, "hookctl", "hookctl operates hookd: endpoints, deliveries, dead letters, replay and topics.",
+		args, stdout, stderr)
+	if done {
+		return code
 	}
 	cli.stdout = stdout
 	// Client libraries log only errors (a failure is reported once, as the
 	// exit line); results go to stdout.
 	cli.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	err = kctx.Run(&cli.Globals)
+	err := kctx.Run(&cli.Globals)
 	if err == nil {
 		return ExitOK
 	}

@@ -14,11 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alecthomas/kong"
-
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/daemon"
 	"github.com/hookd/hookd/embedded"
+	"github.com/hookd/hookd/internal/cmdline"
 	"github.com/hookd/hookd/internal/version"
 	"github.com/hookd/hookd/kafkaconn"
 	"github.com/hookd/hookd/retrytiers"
@@ -26,12 +25,14 @@ import (
 	"github.com/hookd/hookd/topics"
 )
 
-// Exit codes.
+// Exit codes (package cmdline's).
 const (
-	ExitOK      = 0
-	ExitFailure = 1 // hookd ran and failed
-	ExitUsage   = 2 // bad flags or configuration, or a dependency unreachable at start-up
+	ExitOK      = cmdline.ExitOK
+	ExitFailure = cmdline.ExitFailure
+	ExitUsage   = cmdline.ExitUsage
 )
+
+const description = "hookd delivers webhooks: Postgres outbox and Kafka ingress in, signed HTTP out, with retry tiers and a dead-letter topic."
 
 // CLI is the hookd command line.
 type CLI struct {
@@ -158,32 +159,14 @@ func usage(err error) error { return usageError{err} }
 // code. Signals cancel ctx.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cli CLI
-	exitCode := -1
-	parser, err := kong.New(&cli,
-		kong.Name("hookd"),
-		kong.Description("hookd delivers webhooks: Postgres outbox and Kafka ingress in, signed HTTP out, with retry tiers and a dead-letter topic."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exitCode = code }),
-		kong.Vars{"retry_schedule": retrytiers.DefaultSchedule},
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-	)
-	if err != nil {
-		fmt.Fprintf(stderr, "hookd: %v\n", err)
-		return ExitFailure
-	}
-	kctx, err := parser.Parse(args)
-	if exitCode >= 0 { // --help or similar
-		return exitCode
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "hookd: %v (see hookd --help)\n", err)
-		return ExitUsage
+	kctx, code, done := cmdline.Parse(&cli, "hookd", description, args, stdout, stderr)
+	if done {
+		return code
 	}
 	logger := newLogger(stderr, cli.LogFormat, cli.LogLevel)
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	kctx.BindTo(stdout, (*io.Writer)(nil))
-	err = kctx.Run(logger)
-	return exitFor(stderr, err)
+	return exitFor(stderr, kctx.Run(logger))
 }
 
 func exitFor(stderr io.Writer, err error) int {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/hookd/hookd/retrytiers"
+	"github.com/hookd/hookd/internal/cmdline"
 )
 
 // HealthcheckCmd probes a running hookd's /readyz; it is the container
@@ -67,7 +67,7 @@ type Model struct {
 // Describe returns the Model of the hookd CLI.
 func Describe() (Model, error) {
 	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("hookd"), kong.Vars{"retry_schedule": retrytiers.DefaultSchedule})
+	parser, err := cmdline.New(&cli, "hookd", description, io.Discard, io.Discard, nil)
 	if err != nil {
 		return Model{}, err
 	}
