@@ -356,22 +356,6 @@ func (r *Router) produceAll(ctx, stop context.Context, cl *kgo.Client, recs []*k
 	}
 }
 
-func (r *Router) retry(ctx, stop context.Context, target string, f func() error) error {
-	backoff := r.cfg.RetryBackoff
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		r.m.retries.WithLabelValues(target).Inc()
-		r.logger.WarnContext(ctx, "router write failed; retrying", "target", target, "error", err.Error(), "retry_in", backoff.String())
-		if serr := sleep(ctx, stop, backoff); serr != nil {
-			return fmt.Errorf("%s write: %w (last error: %v)", target, serr, err)
-		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
 // sleep waits d, or returns early: with an error when ctx (the drain
 // deadline) ends, or when stop ends and at least one retry has been made
 // (a stopping router gives up retrying quickly; the batch is re-read).
