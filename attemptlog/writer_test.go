@@ -21,6 +21,7 @@ import (
 	"github.com/hookd/hookd/health"
 	"github.com/hookd/hookd/internal/kafkatest"
 	"github.com/hookd/hookd/internal/pgtest"
+	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/topics"
 )
 
@@ -125,16 +126,9 @@ func (b *bundle) produce(t *testing.T, recs ...*attempt.Record) {
 	require.NoError(t, b.producer.ProduceSync(ctx, krs...).FirstErr())
 }
 
-// eventually polls cond every 20ms until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+	wait.For(t, within, what, cond)
 }
 
 func (b *bundle) queryInt(t *testing.T, sql string, args ...any) int {

@@ -24,6 +24,7 @@ import (
 	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/internal/kafkatest"
+	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/retrytiers"
 	"github.com/hookd/hookd/topics"
 )
@@ -256,16 +257,9 @@ func (c *collector) attemptsFor(deliveryID string) []*attempt.Record {
 	return out
 }
 
-// eventually polls cond every 5ms until it holds or timeout passes.
 func eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: %s", timeout, fmt.Sprintf(msg, args...))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, timeout, fmt.Sprintf(msg, args...), cond)
 }
 
 // receiver is a webhook receiver on 127.0.0.1.

@@ -13,18 +13,13 @@ import (
 
 	"github.com/hookd/hookd/endpoint"
 	"github.com/hookd/hookd/internal/pgtest"
+	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/store"
 )
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling, not synchronisation
-	}
+	wait.For(t, 10*time.Second, what, cond)
 }
 
 func ids(eps []*endpoint.Endpoint) []string {

@@ -24,6 +24,7 @@ import (
 	"github.com/hookd/hookd/internal/kafkatest"
 	"github.com/hookd/hookd/internal/pgcluster"
 	"github.com/hookd/hookd/internal/pgtest"
+	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/producer"
 	"github.com/hookd/hookd/relay"
 	"github.com/hookd/hookd/router"
@@ -162,13 +163,7 @@ func (e *env) waitStreaming(t testing.TB) {
 
 func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling, not synchronisation
-	}
+	wait.For(t, within, what, cond)
 }
 
 // insert commits (or rolls back) one transaction with one outbox event.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/proctest"
+	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/store"
 )
 
@@ -58,18 +59,9 @@ func (r *receiver) receipts() map[string]int {
 	return out
 }
 
-// eventually polls cond every 50ms until it holds or timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		case <-time.After(50 * time.Millisecond): // polling interval
-		}
-	}
+	wait.For(t, timeout, what, cond)
 }
 
 // Issue 6 acceptance with the real binaries: an endpoint down long enough
