@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hookd/hookd/store"
+)
+
+// limit reads the limit query parameter.
+func (s *Server) limit(w http.ResponseWriter, r *http.Request, def int) (int, bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > s.cfg.MaxListLimit {
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("limit: must be 1..%d, got %q", s.cfg.MaxListLimit, v))
+		return 0, false
+	}
+	return n, true
+}
+
+func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, c caller) {
+	be, _ := s.backend()
+	e, ok := s.ownEndpoint(w, r, c)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	status := q.Get("status")
+	switch status {
+	case "", "pending", "retrying", "delivered", "dead":
+	default:
+		writeError(w, http.StatusBadRequest, "invalid", "status: must be pending, retrying, delivered or dead")
+		return
+	}
+	var before time.Time
+	if v := q.Get("before"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", "before: must be an RFC 3339 time")
+			return
+		}
+		before = t
+	}
+	limit, ok := s.limit(w, r, 50)
+	if !ok {
+		return
+	}
+	ds, err := be.Store.ListDeliveries(r.Context(), store.ListDeliveriesParams{EndpointID: e.ID, Status: status, Before: before, Limit: limit})
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	resp := map[string]any{"data": ds}
+	if len(ds) == limit {
+		resp["next_before"] = ds[len(ds)-1].CreatedAt
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type deliveryOut struct {
+	store.Delivery
+	Timeline []store.Attempt `json:"attempts_log"`
+}
+
+func (s *Server) timeline(ctx context.Context, d store.Delivery) (deliveryOut, error) {
+	be, _ := s.backend()
+	as, err := be.Store.AttemptsOfDelivery(ctx, d.ID, 0)
+	return deliveryOut{Delivery: d, Timeline: as}, err
+}
+
+func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request, c caller) {
+	be, _ := s.backend()
+	id := r.PathValue("id")
+	d, err := be.Store.GetDelivery(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !c.owns(d.Account)) {
+		writeError(w, http.StatusNotFound, "not_found", "delivery "+id+" not found")
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out, err := s.timeline(r.Context(), d)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) eventDeliveries(w http.ResponseWriter, r *http.Request, c caller) {
+	be, _ := s.backend()
+	id := r.PathValue("id")
+	ds, err := be.Store.DeliveriesOfEvent(r.Context(), id)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out := []deliveryOut{}
+	for _, d := range ds {
+		if !c.owns(d.Account) {
+			continue
+		}
+		t, err := s.timeline(r.Context(), d)
+		if err != nil {
+			s.internal(w, r, err)
+			return
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		writeError(w, http.StatusNotFound, "not_found", "event "+id+" not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": out})
+}
