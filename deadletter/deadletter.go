@@ -48,6 +48,7 @@ const (
 	ReasonSSRFRefused      = "ssrf_refused"      // the destination is a forbidden address
 	ReasonEndpointDisabled = "endpoint_disabled" // the endpoint is disabled
 	ReasonEndpointDeleted  = "endpoint_deleted"  // the endpoint no longer exists
+	ReasonAccountMismatch  = "account_mismatch"  // the record's account is not the endpoint's account
 	ReasonInvalidSecret    = "invalid_secret"    // the endpoint's signing secret cannot be used
 	ReasonInvalidURL       = "invalid_url"       // the endpoint's URL cannot be requested
 	ReasonMalformed        = "malformed_record"  // the record is not a valid delivery
