@@ -2,13 +2,16 @@
 // inserts an event into webhooks.outbox inside the caller's own pgx
 // transaction (so it is published if and only if that transaction commits),
 // and Produce writes an event envelope to the events topic with a franz-go
-// client. Both validate the event with package event's rules first. It never
+// client. Both validate the event with package event's rules first, size
+// included (ErrTooLarge), so an event hookd could never publish fails in the
+// application, before it reaches the database or the broker. It never
 // commits or rolls back the caller's transaction and never retries.
 package producer
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,6 +20,19 @@ import (
 
 	"github.com/hookd/hookd/event"
 )
+
+// ErrTooLarge is matched (errors.Is) by the error for an event larger than
+// hookd publishes: its envelope exceeds event.DefaultMaxBytes (256 KiB, the
+// router's and relay's limit) or, for Outbox, its payload exceeds
+// MaxPayloadBytes. The same error also matches event.ErrInvalid.
+var ErrTooLarge = errors.New("event too large")
+
+// MaxPayloadBytes is the largest payload webhooks.outbox accepts, counted
+// as the database renders it (octet_length(payload::text): jsonb's text
+// form, with a space after each ':' and ','): the envelope limit minus 1 KiB
+// for the envelope's other fields. Migration 00006 enforces the same number
+// with a trigger; Outbox checks it before the INSERT.
+const MaxPayloadBytes = event.DefaultMaxBytes - 1024
 
 // Event is what an application publishes.
 type Event struct {
@@ -58,6 +74,10 @@ func (e Event) envelope() (event.Envelope, []byte, error) {
 	// The router applies the same rules; failing here is kinder than a
 	// dead letter later.
 	parsed, err := event.Parse(raw, event.Origin{Timestamp: time.Now()}, 0)
+	var ie *event.InvalidError
+	if errors.As(err, &ie) && ie.Reason == event.ReasonOversize {
+		return env, nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
 	if err != nil {
 		return env, nil, fmt.Errorf("event: %w", err)
 	}
@@ -70,6 +90,9 @@ func (e Event) envelope() (event.Envelope, []byte, error) {
 func Outbox(ctx context.Context, tx pgx.Tx, e Event) (string, error) {
 	env, _, err := e.envelope()
 	if err != nil {
+		return "", err
+	}
+	if err := checkOutboxSize(env); err != nil {
 		return "", err
 	}
 	var created *time.Time
@@ -95,6 +118,33 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, e Event) error {
 	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(env.Account), Value: raw}).FirstErr(); err != nil {
 		return fmt.Errorf("producing event to %s: %w", topic, err)
+	}
+	return nil
+}
+
+// checkOutboxSize refuses an event whose outbox row the database would
+// refuse (payload over MaxPayloadBytes), or whose envelope as the relay
+// will build it from the row (a generated 36-character id, created with
+// microseconds) exceeds event.DefaultMaxBytes.
+func checkOutboxSize(env event.Envelope) error {
+	if n := jsonbTextLen(env.Data); n > MaxPayloadBytes {
+		return fmt.Errorf("%w: %w", ErrTooLarge, &event.InvalidError{Reason: event.ReasonOversize,
+			Detail: fmt.Sprintf("payload is %d bytes as webhooks.outbox stores it (payload::text), the limit is %d", n, MaxPayloadBytes)})
+	}
+	if env.ID == "" {
+		env.ID = "00000000-0000-0000-0000-000000000000"
+	}
+	if env.Created.IsZero() {
+		env.Created = time.Date(2000, 1, 1, 0, 0, 0, 999999000, time.UTC)
+	}
+	env.Created = env.Created.Truncate(time.Microsecond)
+	raw, err := event.Marshal(env)
+	if err != nil {
+		return err
+	}
+	if len(raw) > event.DefaultMaxBytes {
+		return fmt.Errorf("%w: %w", ErrTooLarge, &event.InvalidError{Reason: event.ReasonOversize,
+			Detail: fmt.Sprintf("envelope is %d bytes, the limit is %d", len(raw), event.DefaultMaxBytes)})
 	}
 	return nil
 }
