@@ -1,6 +1,7 @@
 package deadletter_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -48,4 +49,37 @@ func TestRecordKeepsKeyValueAndHeaders(t *testing.T) {
 
 	_, err = deadletter.Read(&kgo.Record{Key: src.Key, Value: src.Value})
 	require.Error(t, err, "a record without a reason is not a dead letter")
+}
+
+func TestSummaryRecordIsSmallAndReadable(t *testing.T) {
+	t.Parallel()
+	dead := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := deadletter.Summary{OutboxID: "row_1", EventID: "row_1", Account: "acctA", EventType: "inv.paid",
+		Created: dead.Add(-time.Second), Size: 2 << 20, Limit: 256 << 10, Detail: strings.Repeat("d", 10000)}
+	p := deadletter.Provenance{ErrorClass: "oversize", Reason: deadletter.ReasonOversize, DeadAt: dead}
+	r := deadletter.SummaryRecord("webhooks.dlq", []byte("acctA"), s, p)
+	require.Equal(t, "webhooks.dlq", r.Topic)
+	require.Equal(t, "acctA", string(r.Key))
+	require.Less(t, len(r.Value), 1024, "the summary never carries the original value")
+
+	h := map[string]string{}
+	for _, x := range r.Headers {
+		require.NotContains(t, h, x.Key, "header %s twice", x.Key)
+		h[x.Key] = string(x.Value)
+	}
+	require.Equal(t, map[string]string{
+		deadletter.HeaderOutboxID: "row_1", deadletter.HeaderEventID: "row_1", deadletter.HeaderAccount: "acctA",
+		deadletter.HeaderEventType: "inv.paid", deadletter.HeaderSize: "2097152", deadletter.HeaderLimit: "262144",
+		deadletter.HeaderDetail: strings.Repeat("d", 512) + "...", deadletter.HeaderAttempts: "0",
+		deadletter.HeaderErrorClass: "oversize", deadletter.HeaderReason: "oversize", deadletter.HeaderDeadAt: "2026-01-02T03:04:05Z",
+	}, h, "no origin partition or offset without an origin topic")
+
+	got, err := deadletter.Read(r)
+	require.NoError(t, err)
+	require.Equal(t, p, got)
+	sum, err := deadletter.ReadSummary(r)
+	require.NoError(t, err)
+	s.Detail = strings.Repeat("d", 512) + "..."
+	require.Equal(t, s, sum)
+	require.Contains(t, string(r.Value), `"reason":"oversize"`)
 }
