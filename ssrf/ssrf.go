@@ -1,30 +1,76 @@
 // Package ssrf owns hookd's server-side request forgery guard: the list of
-// address classes a webhook may never be sent to and a net.Dialer Control
-// function that checks the IP actually being dialled, after DNS resolution,
-// so a name that resolves (or re-resolves, DNS rebinding) to a private or
-// metadata address is refused at connect time. It never resolves names
-// itself and never makes a connection.
+// address blocks a webhook may never be sent to (registry.go, from the IANA
+// special-purpose registries), a net.Dialer Control function that checks
+// the IP actually being dialled, after DNS resolution, so a name that
+// resolves (or re-resolves, DNS rebinding) to a private or metadata address
+// is refused at connect time, and CheckURL, the earlier check of an
+// endpoint URL when it is created or changed. It never makes a connection;
+// only CheckURL resolves names, through the resolver it is given.
 package ssrf
 
 import (
+	"cmp"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"syscall"
 )
 
 // ErrRefused is wrapped by every refusal; match it with errors.Is.
 var ErrRefused = errors.New("destination refused by the SSRF guard")
 
-// RefusedError names the refused address and its class.
+// RefusedError names the refused address and why.
 type RefusedError struct {
-	Addr  netip.Addr
+	// Host is the URL's host name when the address came from resolving
+	// it (CheckURL), or a name refused without resolving ("localhost").
+	Host string
+	// Addr is the refused address; invalid when a name was refused
+	// without resolving it.
+	Addr netip.Addr
+	// Class is the coarse class (ClassPrivate, ...).
 	Class string
+	// What describes the block ("private", "link-local", ...) and Source
+	// names its reference ("RFC 1918").
+	What, Source string
+	// Embedded is the refused IPv4 address an IPv6 Addr carries (NAT64,
+	// 6to4, IPv4-compatible, ...), when that is the reason.
+	Embedded netip.Addr
 }
 
+// Error reads "10.0.0.1 is a private address (RFC 1918)", "x.example
+// resolves to 10.0.0.1, which is a private address (RFC 1918)",
+// "64:ff9b::a00:1 embeds 10.0.0.1, a private address (RFC 1918)" or
+// "localhost is a loopback name (RFC 6761)".
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("destination %s refused: %s address", e.Addr, e.Class)
+	what := cmp.Or(e.What, e.Class)
+	kind := article(what) + " " + what
+	ref := ""
+	if e.Source != "" {
+		ref = " (" + e.Source + ")"
+	}
+	if !e.Addr.IsValid() {
+		if e.Host != "" {
+			return e.Host + " is " + kind + " name" + ref
+		}
+		return "destination refused: " + kind + " address" + ref
+	}
+	verdict := "is " + kind + " address" + ref
+	if e.Embedded.IsValid() {
+		verdict = "embeds " + e.Embedded.String() + ", " + kind + " address" + ref
+	}
+	if e.Host != "" {
+		return e.Host + " resolves to " + e.Addr.String() + ", which " + verdict
+	}
+	return e.Addr.String() + " " + verdict
+}
+
+func article(word string) string {
+	w := strings.ToLower(word)
+	if (strings.HasPrefix(w, "un") && !strings.HasPrefix(w, "uni")) || (w != "" && strings.ContainsRune("aeio", rune(w[0]))) {
+		return "an"
+	}
+	return "a"
 }
 
 // Unwrap makes errors.Is(err, ErrRefused) true.
@@ -45,108 +91,77 @@ const (
 	ClassTunnel        = "tunnel"
 )
 
-type rangeClass struct {
-	prefix netip.Prefix
-	class  string
-}
-
-func p(s string) netip.Prefix { return netip.MustParsePrefix(s) }
-
-// metadata lists cloud instance-metadata addresses; they are checked first
-// so a refusal names them.
-var metadata = []netip.Addr{
-	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack, ...
-	netip.MustParseAddr("169.254.170.2"),   // AWS ECS task metadata
-	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
-	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
-}
-
-var v4Ranges = []rangeClass{
-	{p("0.0.0.0/8"), ClassUnspecified}, // "this network"
-	{p("10.0.0.0/8"), ClassPrivate},
-	{p("100.64.0.0/10"), ClassCGNAT},
-	{p("127.0.0.0/8"), ClassLoopback},
-	{p("169.254.0.0/16"), ClassLinkLocal},
-	{p("172.16.0.0/12"), ClassPrivate},
-	{p("192.0.0.0/24"), ClassReserved}, // IETF protocol assignments
-	{p("192.0.2.0/24"), ClassDocumentation},
-	{p("192.88.99.0/24"), ClassTunnel}, // 6to4 relay anycast
-	{p("192.168.0.0/16"), ClassPrivate},
-	{p("198.18.0.0/15"), ClassReserved}, // benchmarking
-	{p("198.51.100.0/24"), ClassDocumentation},
-	{p("203.0.113.0/24"), ClassDocumentation},
-	{p("224.0.0.0/4"), ClassMulticast},
-	{p("255.255.255.255/32"), ClassBroadcast},
-	{p("240.0.0.0/4"), ClassReserved},
-}
-
-var v6Ranges = []rangeClass{
-	{p("::/128"), ClassUnspecified},
-	{p("::1/128"), ClassLoopback},
-	{p("64:ff9b:1::/48"), ClassPrivate}, // local-use NAT64
-	{p("100::/64"), ClassReserved},      // discard-only
-	{p("2001::/32"), ClassTunnel},       // Teredo: embeds an obfuscated IPv4
-	{p("2001:db8::/32"), ClassDocumentation},
-	{p("3fff::/20"), ClassDocumentation},
-	{p("fc00::/7"), ClassPrivate}, // unique local
-	{p("fe80::/10"), ClassLinkLocal},
-	{p("fec0::/10"), ClassPrivate}, // deprecated site-local
-	{p("ff00::/8"), ClassMulticast},
-}
-
-// Embedding forms: the IPv4 address inside is checked as well.
-var (
-	nat64     = p("64:ff9b::/96")
-	sixToFour = p("2002::/16")
-	v4Compat  = p("::/96") // deprecated IPv4-compatible addresses
-)
-
 // Check returns the class of a disallowed address and false, or "" and true
-// for an address a webhook may be sent to. IPv4-mapped, IPv4-compatible,
-// NAT64 and 6to4 forms are judged by the IPv4 address they embed.
+// for an address a webhook may be sent to. IPv4-mapped, NAT64 and 6to4
+// addresses are judged by the IPv4 address they embed.
 func Check(a netip.Addr) (class string, ok bool) {
+	if r := Explain(a); r != nil {
+		return r.Class, false
+	}
+	return "", true
+}
+
+// Explain returns why a is refused, or nil when a webhook may be sent to it.
+func Explain(a netip.Addr) *RefusedError {
 	if !a.IsValid() {
-		return ClassReserved, false
+		return &RefusedError{Class: ClassReserved, What: "invalid"}
 	}
 	a = a.WithZone("")
-	for _, m := range metadata {
-		if a == m {
-			return ClassMetadata, false
-		}
-	}
 	if a.Is4In6() {
-		return check4(a.Unmap())
+		return explain4(a.Unmap(), a)
 	}
 	if a.Is4() {
-		return check4(a)
+		return explain4(a, a)
 	}
-	for _, r := range v6Ranges {
-		if r.prefix.Contains(a) {
-			return r.class, false
+	if isMetadata(a) {
+		return metadataRefusal(a)
+	}
+	for _, b := range v6Blocks {
+		if !b.prefix.Contains(a) {
+			continue
 		}
+		if b.embeds != nil {
+			if r := explain4(b.embeds(a.As16()), a); r != nil {
+				r.Embedded = b.embeds(a.As16())
+				return r
+			}
+		}
+		if b.class == "" {
+			return nil
+		}
+		return &RefusedError{Addr: a, Class: b.class, What: b.what, Source: b.source}
 	}
-	b := a.As16()
-	switch {
-	case nat64.Contains(a), v4Compat.Contains(a):
-		return check4(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
-	case sixToFour.Contains(a):
-		return check4(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+	if !globalUnicast.Contains(a) {
+		return &RefusedError{Addr: a, Class: ClassReserved, What: "reserved", Source: "outside 2000::/3, IPv6 global unicast"}
 	}
-	return "", true
+	return nil
 }
 
-func check4(a netip.Addr) (string, bool) {
+func isMetadata(a netip.Addr) bool {
 	for _, m := range metadata {
 		if a == m {
-			return ClassMetadata, false
+			return true
 		}
 	}
-	for _, r := range v4Ranges {
-		if r.prefix.Contains(a) {
-			return r.class, false
+	return false
+}
+
+func metadataRefusal(a netip.Addr) *RefusedError {
+	return &RefusedError{Addr: a, Class: ClassMetadata, What: "cloud instance metadata", Source: "metadata service"}
+}
+
+// explain4 judges the IPv4 address v4; orig is the address as given (an
+// IPv4-mapped one is reported as given).
+func explain4(v4, orig netip.Addr) *RefusedError {
+	if isMetadata(v4) {
+		return metadataRefusal(orig)
+	}
+	for _, b := range v4Blocks {
+		if b.prefix.Contains(v4) {
+			return &RefusedError{Addr: orig, Class: b.class, What: b.what, Source: b.source}
 		}
 	}
-	return "", true
+	return nil
 }
 
 // Guard refuses connections to disallowed addresses.
@@ -167,10 +182,10 @@ func (g Guard) CheckAddr(address string) error {
 	a, err := netip.ParseAddr(host)
 	if err != nil {
 		// The dialler always passes a resolved IP; anything else is refused.
-		return &RefusedError{Class: ClassReserved}
+		return &RefusedError{Class: ClassReserved, What: "unresolved"}
 	}
-	if class, ok := Check(a); !ok {
-		return &RefusedError{Addr: a, Class: class}
+	if r := Explain(a); r != nil {
+		return r
 	}
 	return nil
 }
