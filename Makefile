@@ -35,12 +35,20 @@ devdb-stop: ## Stop the local Postgres that `make run` started.
 	if [ "$$(id -u)" = 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D $$d stop; else $$bin/pg_ctl -D $$d stop; fi
 
 .PHONY: test
-test: ## Install test dependencies (postgresql, kcat), then go test -race ./... against real Postgres and kfake.
+test: check ## Install test dependencies (postgresql, kcat), then go test -race ./... against real Postgres and kfake.
 	@scripts/ensure-deps.sh
 	@CGO_ENABLED=1 scripts/test.sh
 
+.PHONY: check
+check: ## go.mod tidy, and the command-line binaries build for Linux, macOS and Windows.
+	@$(GO) mod tidy -diff >/dev/null || { echo "hookd: go.mod/go.sum are not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
+	@for os in linux darwin windows; do \
+		GOOS=$$os $(GO) build -o /dev/null ./cmd/hookd || exit 1; \
+		GOOS=$$os $(GO) build -o /dev/null ./cmd/hookctl || exit 1; \
+	done
+
 .PHONY: lint
-lint: ## go vet, gofmt and staticcheck.
+lint: check ## go mod tidy, cross-builds, go vet, gofmt and staticcheck.
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...

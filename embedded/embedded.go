@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -80,7 +79,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Broker, error
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(lock); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("%w: %s", ErrDataDirInUse, cfg.DataDir)
 	}
@@ -124,7 +123,7 @@ func (b *Broker) Close() {
 }
 
 func releaseLock(f *os.File) {
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	unlockFile(f)
 	_ = f.Close()
 }
 

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/hookd/hookd/kafkaconn"
 	"github.com/hookd/hookd/replay"
 	"github.com/hookd/hookd/store"
@@ -253,16 +251,19 @@ func runReplay(ctx context.Context, g *Globals, req replay.Request, flags Replay
 		return err
 	}
 	defer done()
-	var w *entryWriter
+	var (
+		w   *entryWriter
+		bar *progressLine
+	)
 	if req.DryRun {
 		w = newEntryWriter(g, true)
 		req.OnEntry = func(e replay.Entry, action string) { _ = w.write(e, action) }
 	} else if isTerminal(os.Stderr) {
-		bar := &progressLine{out: os.Stderr}
+		bar = newProgressLine(os.Stderr)
 		req.OnProgress = bar.update
-		defer bar.done()
 	}
 	res, err := replay.Run(ctx, deps, req)
+	bar.done() // before the summary, so it starts on a line of its own
 	if w != nil {
 		if cerr := w.close(); cerr != nil && err == nil {
 			err = cerr
@@ -373,39 +374,4 @@ func filterText(raw json.RawMessage) string {
 		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
 	}
 	return strings.Join(parts, " ")
-}
-
-// isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// progressLine redraws one status line on a terminal. (A dependency such
-// as progressbar is not needed for one line.)
-type progressLine struct {
-	out  *os.File
-	last time.Time
-	seen bool
-}
-
-func (p *progressLine) update(pr replay.Progress) {
-	if time.Since(p.last) < 100*time.Millisecond && pr.Scanned < pr.Total {
-		return
-	}
-	p.last, p.seen = time.Now(), true
-	pct := 100.0
-	if pr.Total > 0 {
-		pct = 100 * float64(pr.Scanned) / float64(pr.Total)
-	}
-	const width = 30
-	filled := min(int(pct/100*width), width)
-	fmt.Fprintf(p.out, "\r[%s%s] %5.1f%%  scanned %d/%d  replayed %d  skipped %d ", strings.Repeat("=", filled),
-		strings.Repeat(" ", width-filled), pct, pr.Scanned, pr.Total, pr.Replayed, pr.Skipped)
-}
-
-func (p *progressLine) done() {
-	if p.seen {
-		fmt.Fprintln(p.out)
-	}
 }
