@@ -1,6 +1,7 @@
 // Package topics owns the names and the provisioning of hookd's Kafka topics:
 // which topics exist for a prefix and a retry schedule, with what partition
-// count and retention, created idempotently at start-up with kadm. It never
+// count, retention and record size limit (max.message.bytes, the same on
+// every topic), created idempotently at start-up with kadm. It never
 // produces or consumes records.
 package topics
 
@@ -16,6 +17,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/hookd/hookd/retrytiers"
+)
+
+// Record size limits shared by every hookd topic and client.
+const (
+	// DefaultMaxMessageBytes is the max.message.bytes hookd gives the topics
+	// it creates, by default: Kafka's own default (1 MiB + 12). It is above
+	// the default record batch limits of franz-go (1,000,012) and
+	// librdkafka (1,000,000), so a client's full batch of small records is
+	// accepted, and above any record hookd writes (an envelope of at most
+	// MaxEnvelopeBytes plus hookd's headers). A larger record is refused by
+	// the broker with MESSAGE_TOO_LARGE; an envelope between the envelope
+	// limit and this one is accepted and dead-lettered by the router.
+	DefaultMaxMessageBytes = 1048588
+	// MinMaxMessageBytes is the smallest max.message.bytes hookd works
+	// with: franz-go's default record batch limit, which hookd's clients
+	// fill under load.
+	MinMaxMessageBytes = 1000012
+	// MaxEnvelopeBytes is the largest envelope limit (the router's and
+	// relay's MaxEnvelopeBytes) hookd accepts: an envelope plus the headers
+	// hookd adds on its way to a retry tier or the DLQ (16 KiB at most) must
+	// fit one record batch of MinMaxMessageBytes.
+	MaxEnvelopeBytes = 960 << 10
 )
 
 // Config names and sizes the topics.
@@ -45,6 +68,11 @@ type Config struct {
 	// DLQRetention of the dead-letter and operational topics. Defaults to
 	// 30 days, and is never less.
 	DLQRetention time.Duration
+	// MaxMessageBytes is max.message.bytes of every topic hookd creates:
+	// the largest record batch the broker accepts. Existing topics are not
+	// changed, but one below MinMaxMessageBytes is an error. Between
+	// MinMaxMessageBytes and 1 GiB. Defaults to DefaultMaxMessageBytes.
+	MaxMessageBytes int32
 }
 
 // SetDefaults fills zero fields with their defaults.
@@ -77,6 +105,9 @@ func (c *Config) SetDefaults() {
 	if c.DLQRetention == 0 {
 		c.DLQRetention = 30 * 24 * time.Hour
 	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 }
 
 // Validate reports the first bad field.
@@ -98,6 +129,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("topic retention: must be at least 1h, got %s", c.Retention)
 	case c.DLQRetention < 30*24*time.Hour:
 		return fmt.Errorf("dlq retention: must be at least 720h (30 days), got %s", c.DLQRetention)
+	case c.MaxMessageBytes < MinMaxMessageBytes || c.MaxMessageBytes > 1<<30:
+		return fmt.Errorf("max message bytes: must be between %d and %d, got %d", MinMaxMessageBytes, 1<<30, c.MaxMessageBytes)
 	}
 	return nil
 }
@@ -178,6 +211,9 @@ func Specs(cfg Config) []Spec {
 type ProvisionResult struct {
 	Created  []string
 	Existing []string
+	// Warnings are one line each about existing topics Provision could
+	// not check (for the caller to log).
+	Warnings []string
 }
 
 // Provision creates every missing topic of cfg and checks the existing ones.
@@ -213,7 +249,8 @@ func Provision(ctx context.Context, adm *kadm.Client, cfg Config) (ProvisionResu
 			return res, fmt.Errorf("describing topic %s: %w", s.Name, d.Err)
 		}
 		retention := strconv.FormatInt(s.Retention.Milliseconds(), 10)
-		configs := map[string]*string{"retention.ms": &retention, "cleanup.policy": kadm.StringPtr("delete")}
+		configs := map[string]*string{"retention.ms": &retention, "cleanup.policy": kadm.StringPtr("delete"),
+			"max.message.bytes": kadm.StringPtr(strconv.Itoa(int(cfg.MaxMessageBytes)))}
 		if cfg.MinInsyncReplicas > 0 {
 			configs["min.insync.replicas"] = kadm.StringPtr(strconv.Itoa(int(cfg.MinInsyncReplicas)))
 		}
@@ -238,7 +275,41 @@ func Provision(ctx context.Context, adm *kadm.Client, cfg Config) (ProvisionResu
 		}
 		res.Created = append(res.Created, s.Name)
 	}
-	return res, nil
+	warnings, err := checkMaxMessageBytes(ctx, adm, res.Existing)
+	res.Warnings = warnings
+	return res, err
+}
+
+// checkMaxMessageBytes refuses existing topics whose max.message.bytes is
+// below MinMaxMessageBytes: the broker would refuse hookd's full batches,
+// and a relay or router would retry them forever. A topic whose
+// configuration cannot be read (no DESCRIBE_CONFIGS permission) is a
+// warning.
+func checkMaxMessageBytes(ctx context.Context, adm *kadm.Client, existing []string) ([]string, error) {
+	if len(existing) == 0 {
+		return nil, nil
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, existing...)
+	if err != nil {
+		return []string{fmt.Sprintf("cannot read max.message.bytes of the existing topics: %v", err)}, nil
+	}
+	var warnings []string
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			warnings = append(warnings, fmt.Sprintf("cannot read max.message.bytes of topic %s: %v", rc.Name, rc.Err))
+			continue
+		}
+		for _, c := range rc.Configs {
+			if c.Key != "max.message.bytes" || c.Value == nil {
+				continue
+			}
+			if n, err := strconv.Atoi(*c.Value); err == nil && n < MinMaxMessageBytes {
+				return warnings, fmt.Errorf("topic %s has max.message.bytes %d, below the %d hookd needs (its clients write record batches up to that size); raise it, e.g. kafka-configs --alter --entity-type topics --entity-name %s --add-config max.message.bytes=%d",
+					rc.Name, n, MinMaxMessageBytes, rc.Name, DefaultMaxMessageBytes)
+			}
+		}
+	}
+	return warnings, nil
 }
 
 // Info describes one topic for `hookctl topics list`.
