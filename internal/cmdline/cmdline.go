@@ -5,7 +5,9 @@
 package cmdline
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"io"
 
 	"github.com/alecthomas/kong"
@@ -22,8 +24,11 @@ const (
 
 // New builds the kong parser of grammar. exit receives the code of a run
 // that parsing ends itself (--help); nil means kong's default (os.Exit).
-func New(grammar any, name, description string, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, error) {
+// groups title flags tagged group:"key"; grouped flags are listed after a
+// command's own.
+func New(grammar any, name, description string, stdout, stderr io.Writer, exit func(int), groups ...kong.Group) (*kong.Kong, error) {
 	opts := []kong.Option{
+		kong.ExplicitGroups(groups),
 		kong.Name(name),
 		kong.Description(description),
 		kong.Writers(stdout, stderr),
@@ -39,9 +44,9 @@ func New(grammar any, name, description string, stdout, stderr io.Writer, exit f
 // Parse parses args into grammar. When done is true the run is over with
 // code: help was printed (0), or a one-line error was (ExitUsage or
 // ExitFailure); otherwise kctx is ready to run.
-func Parse(grammar any, name, description string, args []string, stdout, stderr io.Writer) (kctx *kong.Context, code int, done bool) {
+func Parse(grammar any, name, description string, args []string, stdout, stderr io.Writer, groups ...kong.Group) (kctx *kong.Context, code int, done bool) {
 	exitCode := -1
-	parser, err := New(grammar, name, description, stdout, stderr, func(code int) { exitCode = code })
+	parser, err := New(grammar, name, description, stdout, stderr, func(code int) { exitCode = code }, groups...)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return nil, ExitFailure, true
@@ -51,8 +56,24 @@ func Parse(grammar any, name, description string, args []string, stdout, stderr 
 		return nil, exitCode, true
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v (see %s --help)\n", name, err, name)
+		fmt.Fprintf(stderr, "%s: %v (see %s --help)\n", name, err, commandPath(name, err))
 		return nil, ExitUsage, true
 	}
 	return kctx, ExitOK, false
+}
+
+// commandPath names the (sub)command a parse error is about, e.g.
+// "hookctl tokens create", so the error points at that command's help.
+func commandPath(name string, err error) string {
+	var pe *kong.ParseError
+	if !errors.As(err, &pe) || pe.Context == nil {
+		return name
+	}
+	words := []string{name}
+	for _, p := range pe.Context.Path {
+		if p.Command != nil {
+			words = append(words, p.Command.Name)
+		}
+	}
+	return strings.Join(words, " ")
 }

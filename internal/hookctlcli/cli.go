@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/internal/cmdline"
@@ -44,14 +45,16 @@ type CLI struct {
 	Tokens     TokensCmd     `cmd:"" help:"HTTP API tokens, one account each: create (shown once), list, revoke."`
 }
 
-// Globals are the connection and output flags every command shares.
+// Globals are the connection and output flags every command shares. They
+// are grouped, so a command's --help lists its own flags first.
 type Globals struct {
-	DatabaseURL   string   `name:"database-url" env:"HOOKD_DATABASE_URL,DATABASE_URL" help:"Postgres URL. Empty uses the standard PG* variables."`
-	Brokers       []string `name:"brokers" default:"127.0.0.1:9092" env:"HOOKD_BROKERS" sep:"," help:"Kafka seed brokers, comma-separated (the default is hookd run's embedded broker)."`
-	TopicPrefix   string   `name:"topic-prefix" default:"webhooks" env:"HOOKD_TOPIC_PREFIX" help:"Prefix of hookd's topic names."`
-	RetrySchedule string   `name:"retry-schedule" default:"${retry_schedule}" env:"HOOKD_RETRY_SCHEDULE" help:"Retry schedule hookd was started with (names the tier topics)."`
-	Output        string   `name:"output" short:"o" enum:"table,json" default:"table" env:"HOOKCTL_OUTPUT" help:"Output format: table or json."`
-	hookdcli.KafkaSecurityFlags
+	Output        string   `name:"output" short:"o" enum:"table,json" default:"table" env:"HOOKCTL_OUTPUT" group:"output" help:"Output format: table or json."`
+	DatabaseURL   string   `name:"database-url" env:"HOOKD_DATABASE_URL,DATABASE_URL" group:"connection" help:"Postgres URL. Empty uses the standard PG* variables."`
+	Brokers       []string `name:"brokers" default:"127.0.0.1:9092" env:"HOOKD_BROKERS" sep:"," group:"connection" help:"Kafka seed brokers, comma-separated (the default is hookd run's embedded broker)."`
+	TopicPrefix   string   `name:"topic-prefix" default:"webhooks" env:"HOOKD_TOPIC_PREFIX" group:"connection" help:"Prefix of hookd's topic names."`
+	RetrySchedule string   `name:"retry-schedule" default:"${retry_schedule}" env:"HOOKD_RETRY_SCHEDULE" group:"connection" help:"Retry schedule hookd was started with (names the tier topics)."`
+
+	hookdcli.KafkaSecurityFlags `group:"kafka-security"`
 
 	stdout io.Writer
 	logger *slog.Logger
@@ -130,12 +133,19 @@ func (e UsageError) Unwrap() error { return e.Err }
 // Usage wraps err as a UsageError.
 func Usage(err error) error { return UsageError{err} }
 
+// helpGroups title the shared flags, listed after each command's own.
+var helpGroups = []kong.Group{
+	{Key: "output", Title: "Output:"},
+	{Key: "connection", Title: "Connection (every command; also from the environment):"},
+	{Key: "kafka-security", Title: "Kafka TLS and SASL (every command):"},
+}
+
 // Main runs hookctl with args (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cli CLI
 	kctx, code, done := cmdline.Parse(&cli, "hookctl", "hookctl operates hookd: endpoints, deliveries, dead letters, replay and topics.",
-		args, stdout, stderr)
+		args, stdout, stderr, helpGroups...)
 	if done {
 		return code
 	}
