@@ -142,7 +142,7 @@ func Opts(cfg Config, logger *slog.Logger, hooks ...kgo.Hook) []kgo.Opt {
 		kgo.DialTimeout(cfg.DialTimeout),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.WithLogger(kslog.New(logger.With("component", "kafka"))),
+		kgo.WithLogger(kslog.New(slog.New(quietInfo{logger.Handler()}).With("component", "kafka"))),
 		kgo.ProducerLinger(5 * time.Millisecond),
 	}
 	if cfg.TLS.enabled() {
@@ -206,4 +206,29 @@ func refusedCredentials(cl *kgo.Client, err error) (mechanism string, refused bo
 		return "", false
 	}
 	return mechanism, errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// quietInfo logs the Kafka client's info lines (metadata refreshes,
+// assignments, connection churn: most of a process's output otherwise) at
+// debug; its warnings and errors keep their level. hookd logs the lifecycle
+// events that matter to an operator itself, once each.
+type quietInfo struct{ slog.Handler }
+
+func (q quietInfo) Enabled(ctx context.Context, l slog.Level) bool {
+	return q.Handler.Enabled(ctx, demote(l))
+}
+
+func (q quietInfo) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demote(r.Level)
+	return q.Handler.Handle(ctx, r)
+}
+
+func (q quietInfo) WithAttrs(as []slog.Attr) slog.Handler { return quietInfo{q.Handler.WithAttrs(as)} }
+func (q quietInfo) WithGroup(name string) slog.Handler    { return quietInfo{q.Handler.WithGroup(name)} }
+
+func demote(l slog.Level) slog.Level {
+	if l >= slog.LevelInfo && l < slog.LevelWarn {
+		return slog.LevelDebug
+	}
+	return l
 }
