@@ -33,9 +33,17 @@ max_wal_senders = 20
 CONF
 fi
 if ! as_pg "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
-	as_pg "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 30 start >/dev/null || {
-		echo "hookd: the local Postgres did not start; see $dir/server.log" >&2
+	# -p wins over the port written into postgresql.conf at initdb time, so a
+	# changed HOOKD_DEV_PGPORT takes effect at the next start.
+	as_pg "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -o "-p $port" -w -t 30 start >/dev/null || {
+		echo "hookd: the local Postgres did not start on port $port; see $dir/server.log" >&2
 		exit 2
 	}
 fi
-echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+# The port the server really listens on (line 4 of postmaster.pid), which
+# differs from HOOKD_DEV_PGPORT when it was already running on another one.
+running=$(sed -n 4p "$dir/postmaster.pid")
+if [ "$running" != "$port" ]; then
+	echo "hookd: the local Postgres already runs on port $running (make devdb-stop, then HOOKD_DEV_PGPORT=$port make run, to move it)" >&2
+fi
+echo "postgres://postgres@127.0.0.1:$running/postgres?sslmode=disable"
