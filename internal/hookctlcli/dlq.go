@@ -24,16 +24,19 @@ type DLQCmd struct {
 	Replays DLQReplaysCmd `cmd:"" help:"Show the replay audit log (one row per replay request)."`
 }
 
-// DLQFilter are the dead-letter filters shared by list and replay.
+// DLQFilter are the dead-letter filters shared by list and replay, so a
+// list command's filters can be copied into a replay command as they are.
+// (--reason is never a filter: in every command it is the audit text.)
 type DLQFilter struct {
-	Endpoint string `name:"endpoint" help:"Only this endpoint's dead letters (reads only its partition)."`
-	Account  string `name:"account" help:"Only this account's dead letters."`
-	Type     string `name:"type" help:"Only this event type; '*' wildcards (invoice.*)."`
-	Since    string `name:"since" help:"Dead-lettered at or after this time: RFC 3339 or a duration ago (24h, 7d)."`
-	Until    string `name:"until" help:"Dead-lettered before this time: RFC 3339 or a duration ago."`
+	DLQReason string `name:"dlq-reason" help:"Only dead letters with this dead-letter reason (retries_exhausted, endpoint_gone, client_error, endpoint_disabled, ...)."`
+	Endpoint  string `name:"endpoint" help:"Only this endpoint's dead letters (reads only its partition)."`
+	Account   string `name:"account" help:"Only this account's dead letters."`
+	Type      string `name:"type" help:"Only this event type; '*' wildcards (invoice.*)."`
+	Since     string `name:"since" help:"Dead-lettered at or after this time: RFC 3339 or a duration ago (24h, 7d)."`
+	Until     string `name:"until" help:"Dead-lettered before this time: RFC 3339 or a duration ago."`
 }
 
-func (f DLQFilter) filter(reason string, now time.Time) (replay.Filter, error) {
+func (f DLQFilter) filter(now time.Time) (replay.Filter, error) {
 	since, err := replay.ParseTime(f.Since, now)
 	if err != nil {
 		return replay.Filter{}, Usage(fmt.Errorf("--since: %w", err))
@@ -42,7 +45,7 @@ func (f DLQFilter) filter(reason string, now time.Time) (replay.Filter, error) {
 	if err != nil {
 		return replay.Filter{}, Usage(fmt.Errorf("--until: %w", err))
 	}
-	out := replay.Filter{EndpointID: f.Endpoint, Account: f.Account, EventType: f.Type, Reason: reason, Since: since, Until: until}
+	out := replay.Filter{EndpointID: f.Endpoint, Account: f.Account, EventType: f.Type, Reason: f.DLQReason, Since: since, Until: until}
 	if err := out.Validate(); err != nil {
 		return out, Usage(err)
 	}
@@ -79,8 +82,7 @@ func replayDeps(ctx context.Context, g *Globals, withStore bool) (replay.Deps, f
 // DLQListCmd lists dead letters.
 type DLQListCmd struct {
 	DLQFilter
-	Reason string `name:"reason" aliases:"dlq-reason" help:"Only dead letters with this reason (retries_exhausted, endpoint_gone, client_error, endpoint_disabled, ...)."`
-	Limit  int    `name:"limit" default:"1000" help:"Stop after this many (0: all)."`
+	Limit int `name:"limit" default:"1000" help:"Stop after this many (0: all)."`
 }
 
 // Run implements `hookctl dlq list`.
@@ -88,7 +90,7 @@ func (c *DLQListCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Limit < 0 {
 		return Usage(fmt.Errorf("--limit: must not be negative, got %d", c.Limit))
 	}
-	f, err := c.filter(c.Reason, time.Now())
+	f, err := c.filter(time.Now())
 	if err != nil {
 		return err
 	}
@@ -223,14 +225,13 @@ func (f ReplayFlags) actor() string {
 // DLQReplayCmd replays dead letters.
 type DLQReplayCmd struct {
 	DLQFilter
-	DLQReason string `name:"dlq-reason" help:"Only dead letters with this dead-letter reason (retries_exhausted, endpoint_disabled, ...)."`
-	Reason    string `name:"reason" required:"" help:"Why you replay (recorded in the audit log; part of the request id)."`
+	Reason string `name:"reason" required:"" help:"Why you replay (recorded in the audit log; part of the request id)."`
 	ReplayFlags
 }
 
 // Run implements `hookctl dlq replay`.
 func (c *DLQReplayCmd) Run(ctx context.Context, g *Globals) error {
-	f, err := c.filter(c.DLQReason, time.Now())
+	f, err := c.filter(time.Now())
 	if err != nil {
 		return err
 	}

@@ -42,3 +42,23 @@ func TestParseErrorNamesTheSubcommandsHelp(t *testing.T) {
 		t.Fatalf("stderr %q: want one line that points at hookctl tokens create --help", got)
 	}
 }
+
+// --reason means the audit text in every command; the dead-letter reason
+// filter is --dlq-reason in list and replay alike (issue: a list command
+// pasted into a replay replayed everything).
+func TestReasonIsNeverAFilter(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), []string{"dlq", "list", "--reason", "retries_exhausted"}, &out, &errOut)
+	if code != ExitUsage || !strings.Contains(errOut.String(), "--reason") {
+		t.Fatalf("dlq list --reason: exit %d, stderr %q; want a usage error", code, errOut.String())
+	}
+	for _, cmd := range [][]string{{"dlq", "list", "--help"}, {"dlq", "replay", "--help"}} {
+		out.Reset()
+		if code := Main(context.Background(), cmd, &out, &errOut); code != ExitOK {
+			t.Fatalf("%v: exit %d", cmd, code)
+		}
+		if !strings.Contains(out.String(), "--dlq-reason=") {
+			t.Errorf("%v lacks --dlq-reason", cmd)
+		}
+	}
+}
