@@ -3,12 +3,13 @@ package dispatcher
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookd/hookd/internal/fakeclock"
+	"github.com/hookd/hookd/retrytiers"
 )
 
 // TestBreakerEvictionBoundsMemory: 100k endpoints get a breaker each; once
@@ -21,21 +22,22 @@ func TestBreakerEvictionBoundsMemory(t *testing.T) {
 	cfg := Config{}
 	cfg.setDefaults()
 	cfg.Breaker.MinRequests = 3
+	cfg.Breaker.OpenFor = 24 * time.Hour // still open at the sweeps
 	b := newBreakers(cfg.Breaker, clk, m)
 	for i := range 100_000 {
-		report, err := b.allow(fmt.Sprintf("ep_%d", i))
+		ticket, err := b.allow(fmt.Sprintf("ep_%d", i))
 		require.NoError(t, err)
-		report(BreakerSuccess)
+		b.done(ticket, BreakerSuccess)
 	}
 	require.Equal(t, 100_000, b.len())
 	// Trip three endpoints.
 	for i := range 3 {
 		for range 3 {
-			report, err := b.allow(fmt.Sprintf("ep_%d", i))
+			ticket, err := b.allow(fmt.Sprintf("ep_%d", i))
 			if err != nil {
 				break // tripped: 2 failures of 3 requests
 			}
-			report(BreakerFailure)
+			b.done(ticket, BreakerFailure)
 		}
 		_, err := b.allow(fmt.Sprintf("ep_%d", i))
 		require.ErrorIs(t, err, ErrCircuitOpen)
@@ -45,7 +47,7 @@ func TestBreakerEvictionBoundsMemory(t *testing.T) {
 	clk.Advance(cfg.Breaker.IdleEvict)
 	require.Equal(t, 3, b.sweep(), "only the open breakers remain")
 	for i := range 3 {
-		require.Equal(t, gobreaker.StateOpen, b.by[fmt.Sprintf("ep_%d", i)].cb.State())
+		require.Equal(t, stateOpen, b.state(fmt.Sprintf("ep_%d", i)))
 	}
 }
 
@@ -85,4 +87,116 @@ func TestExcerpt(t *testing.T) {
 	require.Equal(t, "h", excerpt([]byte("hé"), 2), "a cut rune is dropped")
 	require.Equal(t, "ab", excerpt([]byte("a\x00b"), 10), "no NUL for Postgres text")
 	require.Equal(t, "a\uFFFDb", excerpt([]byte("a\xffb"), 10))
+}
+
+// newTestBreakers builds breakers with the default config on the wall
+// clock: inside a synctest bubble, a fake one that time.Sleep advances.
+func newTestBreakers(t *testing.T, mut func(*BreakerConfig)) *breakers {
+	t.Helper()
+	m, err := newMetrics(nil)
+	require.NoError(t, err)
+	cfg := Config{}
+	cfg.setDefaults()
+	if mut != nil {
+		mut(&cfg.Breaker)
+	}
+	return newBreakers(cfg.Breaker, retrytiers.SystemClock{}, m)
+}
+
+// TestBreakerOpensOnTimeoutsLongerThanTheWindow is issue 11's repro: an
+// endpoint whose requests all time out after 60s (or longer) never
+// tripped its 60s-window breaker, because a result arriving a window after
+// its request started was dropped. Answers now count when they arrive.
+func TestBreakerOpensOnTimeoutsLongerThanTheWindow(t *testing.T) {
+	t.Parallel()
+	for _, timeout := range []time.Duration{60 * time.Second, 5 * time.Minute} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newTestBreakers(t, nil) // 60s window, 20 requests, 50%
+				// 20 requests start together (a high max_in_flight) and
+				// all time out together.
+				tickets := make([]breakerTicket, 20)
+				for i := range tickets {
+					var err error
+					tickets[i], err = b.allow("ep_hang")
+					require.NoError(t, err)
+				}
+				time.Sleep(timeout)
+				for _, tk := range tickets {
+					b.done(tk, BreakerFailure)
+				}
+				_, err := b.allow("ep_hang")
+				require.ErrorIs(t, err, ErrCircuitOpen, "20 timeouts of %s open the breaker", timeout)
+			})
+		})
+	}
+}
+
+// TestBreakerOpensOnTimeoutsInARow: an endpoint that times out one request
+// at a time (max_in_flight 1) never holds MinRequests answers in one
+// window; MinRequests failures in a row open it however far apart.
+func TestBreakerOpensOnTimeoutsInARow(t *testing.T) {
+	t.Parallel()
+	for _, timeout := range []time.Duration{10 * time.Second, 60 * time.Second} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newTestBreakers(t, nil)
+				fail := func(n int) {
+					for range n {
+						tk, err := b.allow("ep_slow")
+						require.NoError(t, err)
+						time.Sleep(timeout)
+						b.done(tk, BreakerFailure)
+					}
+				}
+				fail(19)
+				tk, err := b.allow("ep_slow")
+				require.NoError(t, err)
+				b.done(tk, BreakerSuccess) // a success ends the run
+				fail(19)
+				require.Equal(t, stateClosed, b.state("ep_slow"), "19 in a row")
+				fail(1)
+				require.Equal(t, stateOpen, b.state("ep_slow"), "20 in a row")
+				_, err = b.allow("ep_slow")
+				require.ErrorIs(t, err, ErrCircuitOpen)
+			})
+		})
+	}
+}
+
+// TestBreakerHalfOpen: after OpenFor one probe goes through; its success
+// closes the breaker, its failure opens it again; answers to requests let
+// through before the breaker opened count for nothing.
+func TestBreakerHalfOpen(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := newTestBreakers(t, func(c *BreakerConfig) { c.MinRequests = 2 })
+		late, err := b.allow("ep")
+		require.NoError(t, err)
+		for range 2 {
+			tk, err := b.allow("ep")
+			require.NoError(t, err)
+			b.done(tk, BreakerFailure)
+		}
+		require.Equal(t, stateOpen, b.state("ep"))
+		time.Sleep(30 * time.Second) // OpenFor
+		require.Equal(t, stateHalfOpen, b.state("ep"))
+		probe, err := b.allow("ep")
+		require.NoError(t, err)
+		_, err = b.allow("ep")
+		require.ErrorIs(t, err, ErrCircuitOpen, "one probe at a time")
+		b.done(late, BreakerFailure) // from before: ignored
+		require.Equal(t, stateHalfOpen, b.state("ep"))
+		b.done(probe, BreakerFailure)
+		require.Equal(t, stateOpen, b.state("ep"), "a failed probe opens it again")
+
+		time.Sleep(30 * time.Second)
+		probe, err = b.allow("ep")
+		require.NoError(t, err)
+		b.done(probe, BreakerIgnore) // not the endpoint's doing
+		probe, err = b.allow("ep")
+		require.NoError(t, err, "an ignored probe lets another through")
+		b.done(probe, BreakerSuccess)
+		require.Equal(t, stateClosed, b.state("ep"))
+	})
 }

@@ -24,9 +24,24 @@ type Config struct {
 	// MaxInFlight is the number of requests in flight per endpoint when the
 	// endpoint sets none. Defaults to 4.
 	MaxInFlight int
+	// MaxEndpointInFlight caps the requests in flight of one endpoint,
+	// whatever the endpoint's own max_in_flight says: the operator's bound
+	// on what an account may set, applied to every record at run time.
+	// Must be at least MaxInFlight. Defaults to 64.
+	MaxEndpointInFlight int
 	// Concurrency is the number of requests in flight in this process, all
-	// endpoints together. Defaults to 256.
+	// endpoints together. Each account gets a fair share of it: while N
+	// accounts are active (requests in flight or records ready to send, or
+	// either within the last AccountLinger), an account starts a request
+	// only while it holds fewer than max(ceil(Concurrency/N), 4); an
+	// account alone may use all of it. Defaults to 256.
 	Concurrency int
+	// AccountLinger is how long an account still counts as active for the
+	// fair share after its last request ended and its last record left: a
+	// tenant sending a steady trickle keeps its share between records, so a
+	// noisy one cannot take every slot in the gaps and hold them for a
+	// whole Timeout. Defaults to 10s.
+	AccountLinger time.Duration
 	// PartitionMaxHeld is how many records of one partition may be held
 	// (read but not finished) before fetching that partition pauses; it
 	// resumes below half. Defaults to 2000.
@@ -38,11 +53,11 @@ type Config struct {
 	// ConnectTimeout bounds the TCP connect and the TLS handshake.
 	// Defaults to 3s.
 	ConnectTimeout time.Duration
-	// Timeout bounds a whole request, response body included, when the
-	// endpoint sets none. Defaults to 10s.
+	// Timeout bounds a whole request, response body included: it is the
+	// timeout of endpoints that set none and the ceiling of those that set
+	// their own (an endpoint may shorten it, never lengthen it).
+	// Defaults to 10s.
 	Timeout time.Duration
-	// MaxTimeout caps an endpoint's own timeout. Defaults to 60s.
-	MaxTimeout time.Duration
 	// ResponseReadLimit is how many bytes of a response body are read; a
 	// longer body is not read further and its connection is dropped.
 	// Defaults to 64 KiB.
@@ -91,11 +106,14 @@ type Config struct {
 type BreakerConfig struct {
 	// Disabled turns the breakers off. Defaults to false.
 	Disabled bool
-	// Window is the rolling window over which requests are counted.
-	// Defaults to 60s.
+	// Window is the rolling window over which answers are counted, by the
+	// time each answer (or timeout) arrived, so a request that took longer
+	// than the window counts all the same. Defaults to 60s.
 	Window time.Duration
-	// MinRequests is how many requests the window must hold before the
-	// breaker may trip. Defaults to 20.
+	// MinRequests is how many answers the window must hold before the
+	// breaker may trip on FailureRatio; that many failures in a row trip
+	// it too, however far apart (an endpoint that times out slowly, one
+	// request at a time). Defaults to 20.
 	MinRequests uint32
 	// FailureRatio is the share of failed requests in the window at or
 	// above which the breaker trips. Defaults to 0.5.
@@ -128,6 +146,7 @@ func (c *Config) setDefaults() {
 		}
 	}
 	def(&c.MaxInFlight, 4)
+	def(&c.MaxEndpointInFlight, 64)
 	def(&c.Concurrency, 256)
 	def(&c.PartitionMaxHeld, 2000)
 	def(&c.EndpointBacklog, 1000)
@@ -136,7 +155,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxPollRecords, 1000)
 	defD(&c.ConnectTimeout, 3*time.Second)
 	defD(&c.Timeout, 10*time.Second)
-	defD(&c.MaxTimeout, 60*time.Second)
+	defD(&c.AccountLinger, 10*time.Second)
 	defD(&c.CommitInterval, time.Second)
 	defD(&c.DrainTimeout, 30*time.Second)
 	defD(&c.RevokeTimeout, 20*time.Second)
@@ -176,6 +195,7 @@ func (c *Config) validate() error {
 		v    int64
 	}{
 		{"max in-flight", int64(c.MaxInFlight)},
+		{"max endpoint in-flight", int64(c.MaxEndpointInFlight)},
 		{"concurrency", int64(c.Concurrency)},
 		{"partition max held", int64(c.PartitionMaxHeld)},
 		{"endpoint backlog", int64(c.EndpointBacklog)},
@@ -195,7 +215,7 @@ func (c *Config) validate() error {
 	}{
 		{"connect timeout", c.ConnectTimeout},
 		{"timeout", c.Timeout},
-		{"max timeout", c.MaxTimeout},
+		{"account linger", c.AccountLinger},
 		{"commit interval", c.CommitInterval},
 		{"drain timeout", c.DrainTimeout},
 		{"revoke timeout", c.RevokeTimeout},
@@ -214,8 +234,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("dispatcher group: must not be empty")
 	case c.ConnectTimeout > c.Timeout:
 		return fmt.Errorf("dispatcher connect timeout: %s is longer than the timeout %s", c.ConnectTimeout, c.Timeout)
-	case c.Timeout > c.MaxTimeout:
-		return fmt.Errorf("dispatcher timeout: %s is longer than the max timeout %s", c.Timeout, c.MaxTimeout)
+	case c.MaxInFlight > c.MaxEndpointInFlight:
+		return fmt.Errorf("dispatcher max in-flight: %d is more than the max endpoint in-flight %d", c.MaxInFlight, c.MaxEndpointInFlight)
 	case c.RetryJitter > 1:
 		return fmt.Errorf("dispatcher retry jitter: must be between 0 and 1, got %g", c.RetryJitter)
 	case c.Breaker.FailureRatio <= 0 || c.Breaker.FailureRatio > 1:

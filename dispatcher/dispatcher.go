@@ -52,6 +52,14 @@ type Dispatcher struct {
 	ready    []*endpointState // endpoints with queued work and a free slot, round-robin
 	slots    int              // free global request slots
 	stopping bool
+	// accts are the accounts of the endpoint states, and those lingering;
+	// active counts the busy and lingering ones (the fair share divisor);
+	// parkedAccts are those with endpoints parked at their share.
+	accts       map[string]*accountState
+	active      int
+	parkedAccts []*accountState
+
+	refusals refusals // SSRF refusals already logged
 }
 
 // New validates cfg and builds a dispatcher. It connects to nothing; Run does.
@@ -90,12 +98,15 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		kopts:     deps.KafkaOpts,
 		parts:     map[retrytiers.TopicPartition]*partState{},
 		eps:       map[string]*endpointState{},
+		accts:     map[string]*accountState{},
 		slots:     cfg.Concurrency,
+		refusals:  refusals{last: map[string]time.Time{}},
 	}
 	for i, t := range d.names.Retry {
 		d.tierOf[t] = i
 	}
-	d.breakers = newBreakers(cfg.Breaker, deps.Clock, m)
+	// Breakers run on the wall clock, as request timeouts do.
+	d.breakers = newBreakers(cfg.Breaker, retrytiers.SystemClock{}, m)
 	return d, nil
 }
 
@@ -230,6 +241,7 @@ func (d *Dispatcher) background(stop <-chan struct{}) {
 		if time.Since(lastSweep) >= sweepEvery {
 			lastSweep = time.Now()
 			d.breakers.sweep()
+			d.refusals.sweep(lastSweep)
 		}
 	}
 }
@@ -319,6 +331,7 @@ func (d *Dispatcher) refreshGauges() {
 	defer d.mu.Unlock()
 	now := d.clock.Now()
 	d.sweepEndpointsLocked(now)
+	d.sweepAccountsLocked(time.Now())
 	waiting := map[string]int{}
 	oldestDue := map[string]time.Duration{}
 	for _, t := range d.names.Retry {

@@ -44,6 +44,41 @@
 // When a partition holds PartitionMaxHeld unfinished records, fetching it
 // pauses until it is under half.
 //
+// # Operator limits and the fair share between accounts
+//
+// What an account sets on its endpoints is bounded at run time, whatever
+// is stored: an endpoint's max_in_flight by MaxEndpointInFlight, its
+// timeout by Timeout (an endpoint may shorten the operator's timeout,
+// never lengthen it). Concurrency is shared between accounts (the
+// hookd-account of each record): while N accounts are active, an account
+// starts a request only while it holds fewer than
+// max(ceil(Concurrency/N), 4) requests; an account alone may use all of
+// them. An account is active while it has requests in flight or records
+// ready to start, and for AccountLinger after, so a tenant sending a
+// trickle keeps its share between records. An endpoint whose account is at
+// its share is parked with its account (not in the round-robin) until the
+// account is under its share again; that check runs only when slots are
+// free and nothing else is ready, so the per-record path stays O(1). A
+// share is enforced when a request starts: an account that took every
+// slot while alone gives them back as its requests end (within Timeout).
+//
+// # The account check
+//
+// A record is sent only to an endpoint of its own account: a record whose
+// hookd-account is not the endpoint's account (an endpoint id deleted by
+// one account and created again by another) is dead-lettered with reason
+// account_mismatch, checked when the record is routed and again before its
+// request.
+//
+// # Circuit breakers
+//
+// Each endpoint has a breaker (BreakerConfig). Answers count when they
+// arrive, so a request longer than the window counts all the same, and
+// MinRequests failures in a row trip it however far apart: an endpoint
+// whose requests all time out opens its breaker whatever its timeout. An
+// SSRF refusal is logged at WARN once per endpoint (id and URL) every 10
+// minutes, naming its account, host and the refused address.
+//
 // # Offsets: the watermark
 //
 // Records finish out of order. A partition's committed offset is its first

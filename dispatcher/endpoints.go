@@ -12,10 +12,11 @@ type Target struct {
 	// Disabled endpoints receive nothing: their deliveries are dead-lettered
 	// with reason endpoint_disabled.
 	Disabled bool
-	// MaxInFlight overrides Config.MaxInFlight when positive.
+	// MaxInFlight overrides Config.MaxInFlight when positive, capped at
+	// Config.MaxEndpointInFlight.
 	MaxInFlight int
-	// Timeout overrides Config.Timeout when positive, capped at
-	// Config.MaxTimeout.
+	// Timeout overrides Config.Timeout when positive and shorter: the
+	// operator's Config.Timeout is the ceiling.
 	Timeout time.Duration
 	// RatePerSec limits how often a request to the endpoint starts: at
 	// most one every 1/RatePerSec seconds, so any window of W seconds holds

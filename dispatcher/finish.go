@@ -26,7 +26,7 @@ type result struct {
 	attempted bool // a request was sent (or refused by the breaker)
 	aborted   bool // cut by shutdown: leave the record unfinished
 
-	skip      string // ClassDisabled or ClassDeleted: no request
+	skip      string // ClassDisabled, ClassDeleted or ClassAccountMismatch: no request
 	deferred  bool   // the endpoint's backlog was full: no request
 	malformed error  // not a delivery record
 }
@@ -35,28 +35,20 @@ type result struct {
 func (d *Dispatcher) attempt(it *item) result {
 	dl := it.d
 	res := result{startedAt: d.clock.Now()}
+	// Read again: the endpoint may have changed while the record waited.
 	t, ok := d.endpoints.Endpoint(dl.EndpointID)
-	switch {
-	case !ok:
-		res.skip = ClassDeleted
-		return res
-	case t.Disabled:
-		res.skip = ClassDisabled
+	if res.skip = skipClass(t, ok, dl); res.skip != "" {
 		return res
 	}
 	res.attempted = true
 	start := time.Now()
-	report, err := d.breakers.allow(t.ID)
+	ticket, err := d.breakers.allow(t.ID)
 	if err != nil {
 		res.err = err
 		res.verdict = Classify(0, err, 0, dl.ClientErrors)
 		return res
 	}
-	timeout := d.cfg.Timeout
-	if t.Timeout > 0 {
-		timeout = min(t.Timeout, d.cfg.MaxTimeout)
-	}
-	resp := d.sender.send(d.workCtx, t, dl, timeout)
+	resp := d.sender.send(d.workCtx, t, dl, d.timeout(t))
 	res.duration = time.Since(start)
 	res.status, res.excerpt, res.err = resp.status, resp.excerpt, resp.err
 	var ra time.Duration
@@ -64,7 +56,10 @@ func (d *Dispatcher) attempt(it *item) result {
 		ra, _ = retrytiers.ParseRetryAfter(resp.retryAfter, time.Now())
 	}
 	res.verdict = Classify(resp.status, resp.err, ra, dl.ClientErrors)
-	report(res.verdict.Breaker)
+	d.breakers.done(ticket, res.verdict.Breaker)
+	if res.verdict.ErrorClass == ClassSSRF {
+		d.refusals.warn(d.log, t, resp.err)
+	}
 	d.m.latency.WithLabelValues(string(res.verdict.Outcome)).Observe(res.duration.Seconds())
 	if res.err != nil && d.workCtx.Err() != nil {
 		// Aborted by shutdown, not the endpoint's doing: leave the record
@@ -72,6 +67,15 @@ func (d *Dispatcher) attempt(it *item) result {
 		res.aborted = true
 	}
 	return res
+}
+
+// timeout is t's own timeout when shorter than the operator's Timeout,
+// which is the ceiling.
+func (d *Dispatcher) timeout(t Target) time.Duration {
+	if t.Timeout > 0 {
+		return min(t.Timeout, d.cfg.Timeout)
+	}
+	return d.cfg.Timeout
 }
 
 // plan is what happens to a record after its result.
@@ -91,10 +95,7 @@ func (d *Dispatcher) decide(dl *delivery.Delivery, res result, now time.Time) pl
 	switch {
 	case res.skip != "":
 		p.outcome, p.errorClass, p.action = attempt.OutcomeSkipped, res.skip, attempt.NextDeadLetter
-		p.reason = deadletter.ReasonEndpointDeleted
-		if res.skip == ClassDisabled {
-			p.reason = deadletter.ReasonEndpointDisabled
-		}
+		p.reason = skipReason(res.skip)
 		return p
 	case res.deferred:
 		p.outcome, p.errorClass, p.action = attempt.OutcomeDeferred, ClassBacklogFull, attempt.NextRetry
@@ -131,6 +132,17 @@ func (d *Dispatcher) decide(dl *delivery.Delivery, res result, now time.Time) pl
 		}
 	}
 	return p
+}
+
+// skipReason is the dead-letter reason of a record skipped for class.
+func skipReason(class string) string {
+	switch class {
+	case ClassDisabled:
+		return deadletter.ReasonEndpointDisabled
+	case ClassAccountMismatch:
+		return deadletter.ReasonAccountMismatch
+	}
+	return deadletter.ReasonEndpointDeleted
 }
 
 // finish produces what res calls for (a retry record, a dead letter) and

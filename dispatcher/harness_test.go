@@ -108,6 +108,8 @@ func setup(t testing.TB, o setupOpts) *bundle {
 type runOpts struct {
 	clock retrytiers.Clock
 	reg   prometheus.Registerer
+	// log receives the dispatcher's log at debug level when set.
+	log io.Writer
 }
 
 // start runs a dispatcher until the returned stop is called (or the test ends).
@@ -118,7 +120,9 @@ func (b *bundle) start(cfg dispatcher.Config, o runOpts) (stop func()) {
 		cfg.CommitInterval = 100 * time.Millisecond
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("HOOKD_TEST_LOG") != "" {
+	if o.log != nil {
+		logger = slog.New(slog.NewTextHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	} else if os.Getenv("HOOKD_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	d, err := dispatcher.New(cfg, dispatcher.Deps{

@@ -63,7 +63,7 @@ func TestIsolation(t *testing.T) {
 			b.produce(tc.partition, ds...)
 
 			start := time.Now()
-			b.start(dispatcher.Config{AllowPrivateNetworks: true, Concurrency: 20, MaxTimeout: 10 * time.Minute}, runOpts{})
+			b.start(dispatcher.Config{AllowPrivateNetworks: true, Concurrency: 20, Timeout: 10 * time.Minute}, runOpts{})
 			healthyDone := func() int {
 				n := 0
 				for _, rc := range fast {

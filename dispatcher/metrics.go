@@ -22,6 +22,8 @@ type metrics struct {
 	tierOldestDue      *prometheus.GaugeVec   // topic
 	tierLateness       *prometheus.HistogramVec
 	rateLimited        prometheus.Counter
+	fairShareWaits     prometheus.Counter
+	activeAccounts     prometheus.Gauge
 	produceErrors      prometheus.Counter
 	malformed          prometheus.Counter
 	commits            *prometheus.CounterVec // result
@@ -56,6 +58,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"topic"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
 			Help: "Times an endpoint with queued records had to wait for its next start time (its rate_per_sec) before a request."}),
+		fairShareWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fair_share_waits_total",
+			Help: "Times an endpoint ready to start a request had to wait because its account held its fair share of the process's concurrency while other accounts were active."}),
+		activeAccounts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "active_accounts",
+			Help: "Accounts sharing this process's concurrency: with requests in flight or ready, or within the linger time of their last one. Each may hold max(ceil(concurrency/active), 4) requests; one alone may hold all."}),
 		tierLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "tier_release_lateness_seconds",
 			Help:    "How long after its due time a retry record was released to its endpoint, by topic.",
 			Buckets: []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}}, []string{"topic"}),
@@ -70,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.latency, m.inFlight, m.breakers, m.breakerTransitions,
-		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.produceErrors, m.malformed, m.commits} {
+		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.fairShareWaits, m.activeAccounts, m.produceErrors, m.malformed, m.commits} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

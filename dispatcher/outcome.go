@@ -17,27 +17,28 @@ import (
 
 // Error classes recorded with attempts and dead letters.
 const (
-	ClassHTTP3xx        = "http_3xx"        // a redirect, not followed
-	ClassHTTP408        = "http_408"        // request timeout
-	ClassHTTP410        = "http_410"        // gone: the endpoint is disabled
-	ClassHTTP429        = "http_429"        // too many requests
-	ClassHTTP4xx        = "http_4xx"        // another 4xx: the receiver's verdict
-	ClassHTTP5xx        = "http_5xx"        // server error
-	ClassHTTPInvalid    = "http_invalid"    // a status outside 200-599
-	ClassTimeout        = "timeout"         // the request exceeded its timeout
-	ClassConnectTimeout = "connect_timeout" // the TCP connect exceeded its timeout
-	ClassConnectRefused = "connect_refused" // nothing listens
-	ClassConnReset      = "connection_reset"
-	ClassDNS            = "dns_error"
-	ClassTLS            = "tls_error"
-	ClassNetwork        = "network_error"
-	ClassSSRF           = "ssrf_refused"   // the destination address is forbidden
-	ClassCircuitOpen    = "circuit_open"   // the endpoint's breaker is open
-	ClassInvalidURL     = "invalid_url"    // the endpoint URL cannot be requested
-	ClassInvalidSecret  = "invalid_secret" // a signing secret is not whsec_<base64>
-	ClassBacklogFull    = "backlog_full"   // deferred: the endpoint's backlog is full
-	ClassDisabled       = "endpoint_disabled"
-	ClassDeleted        = "endpoint_deleted"
+	ClassHTTP3xx         = "http_3xx"        // a redirect, not followed
+	ClassHTTP408         = "http_408"        // request timeout
+	ClassHTTP410         = "http_410"        // gone: the endpoint is disabled
+	ClassHTTP429         = "http_429"        // too many requests
+	ClassHTTP4xx         = "http_4xx"        // another 4xx: the receiver's verdict
+	ClassHTTP5xx         = "http_5xx"        // server error
+	ClassHTTPInvalid     = "http_invalid"    // a status outside 200-599
+	ClassTimeout         = "timeout"         // the request exceeded its timeout
+	ClassConnectTimeout  = "connect_timeout" // the TCP connect exceeded its timeout
+	ClassConnectRefused  = "connect_refused" // nothing listens
+	ClassConnReset       = "connection_reset"
+	ClassDNS             = "dns_error"
+	ClassTLS             = "tls_error"
+	ClassNetwork         = "network_error"
+	ClassSSRF            = "ssrf_refused"   // the destination address is forbidden
+	ClassCircuitOpen     = "circuit_open"   // the endpoint's breaker is open
+	ClassInvalidURL      = "invalid_url"    // the endpoint URL cannot be requested
+	ClassInvalidSecret   = "invalid_secret" // a signing secret is not whsec_<base64>
+	ClassBacklogFull     = "backlog_full"   // deferred: the endpoint's backlog is full
+	ClassDisabled        = "endpoint_disabled"
+	ClassDeleted         = "endpoint_deleted"
+	ClassAccountMismatch = "account_mismatch" // the record's account is not the endpoint's: never sent
 )
 
 // Sentinel errors of attempts that never reached the network.

@@ -69,10 +69,14 @@ type item struct {
 // endpoint has queued or in-flight work. Guarded by Dispatcher.mu.
 type endpointState struct {
 	id       string
+	acct     *accountState
 	queue    []*item
 	inFlight int
 	max      int
 	inReady  bool
+	// parked: it could start a request but its account holds its fair
+	// share; it waits in acct.parked, not in the ready list.
+	parked bool
 	// rate is the endpoint's requests per second (0: unlimited), read
 	// from the index at every admission and at every rate wake-up.
 	rate float64
@@ -141,23 +145,16 @@ func (d *Dispatcher) routeLocked(it *item, now time.Time) bool {
 		}
 	}
 	t, ok := d.endpoints.Endpoint(it.d.EndpointID)
-	switch {
-	case !ok:
-		d.startFinishLocked(it, result{skip: ClassDeleted, startedAt: now})
-		return true
-	case t.Disabled:
-		d.startFinishLocked(it, result{skip: ClassDisabled, startedAt: now})
+	if skip := skipClass(t, ok, it.d); skip != "" {
+		d.startFinishLocked(it, result{skip: skip, startedAt: now})
 		return true
 	}
 	ep := d.eps[t.ID]
 	if ep == nil {
-		ep = &endpointState{id: t.ID}
+		ep = &endpointState{id: t.ID, acct: d.attachAccountLocked(t.Account)}
 		d.eps[t.ID] = ep
 	}
-	ep.max = d.cfg.MaxInFlight
-	if t.MaxInFlight > 0 {
-		ep.max = t.MaxInFlight
-	}
+	ep.max = d.maxInFlight(t)
 	ep.rate = t.RatePerSec
 	if len(ep.queue) >= d.cfg.EndpointBacklog {
 		d.startFinishLocked(it, result{deferred: true, startedAt: now})
@@ -166,6 +163,34 @@ func (d *Dispatcher) routeLocked(it *item, now time.Time) bool {
 	ep.queue = append(ep.queue, it)
 	d.markReadyLocked(ep)
 	return true
+}
+
+// skipClass returns why a record must not be sent to its endpoint (t, ok
+// from the index), or "" when it may be: the endpoint is deleted or
+// disabled, or the record's account (the hookd-account header) is not the
+// endpoint's account. The last one is never sent anywhere: an endpoint id
+// that now names another account's endpoint must not receive this
+// account's events.
+func skipClass(t Target, ok bool, dl *delivery.Delivery) string {
+	switch {
+	case !ok:
+		return ClassDeleted
+	case dl.Account != t.Account:
+		return ClassAccountMismatch
+	case t.Disabled:
+		return ClassDisabled
+	}
+	return ""
+}
+
+// maxInFlight is t's own in-flight limit, or the default, never above the
+// operator's MaxEndpointInFlight.
+func (d *Dispatcher) maxInFlight(t Target) int {
+	n := d.cfg.MaxInFlight
+	if t.MaxInFlight > 0 {
+		n = t.MaxInFlight
+	}
+	return min(n, d.cfg.MaxEndpointInFlight)
 }
 
 // onDue is the gate's timer: release what is due, hold again on the next
@@ -194,45 +219,73 @@ func (d *Dispatcher) onDue(tp retrytiers.TopicPartition) {
 }
 
 func (d *Dispatcher) markReadyLocked(ep *endpointState) {
-	if !ep.inReady && ep.wake == nil && len(ep.queue) > 0 && ep.inFlight < ep.max {
+	if !ep.inReady && !ep.parked && ep.wake == nil && len(ep.queue) > 0 && ep.inFlight < ep.max {
 		ep.inReady = true
 		d.ready = append(d.ready, ep)
+		ep.acct.ready++
+		d.touchAccountLocked(ep.acct)
 	}
+}
+
+// popReadyLocked takes the first endpoint of the ready list.
+func (d *Dispatcher) popReadyLocked() *endpointState {
+	ep := d.ready[0]
+	d.ready[0] = nil
+	d.ready = d.ready[1:]
+	ep.inReady = false
+	ep.acct.ready--
+	return ep
 }
 
 // pumpLocked starts requests while global slots are free, taking endpoints
 // round-robin so a busy endpoint cannot starve the others. An endpoint
 // over its rate starts nothing: it leaves the ready list with a timer set
-// for its next start time, and its records wait in its queue.
+// for its next start time, and its records wait in its queue. An endpoint
+// whose account holds its fair share starts nothing either: it is parked
+// with its account until the account is under its share again.
 func (d *Dispatcher) pumpLocked() {
-	for d.slots > 0 && len(d.ready) > 0 && !d.stopping {
-		ep := d.ready[0]
-		d.ready[0] = nil
-		d.ready = d.ready[1:]
-		ep.inReady = false
-		if len(ep.queue) == 0 || ep.inFlight >= ep.max || ep.wake != nil {
+	for d.slots > 0 && !d.stopping {
+		if len(d.ready) == 0 {
+			if !d.unparkLocked() {
+				return
+			}
 			continue
 		}
-		if ep.rate > 0 {
-			now := d.clock.Now()
-			if wait := rateDelay(ep.rate, ep.lastStart, now); wait > 0 {
-				d.waitRateLocked(ep, wait)
-				continue
-			}
-			ep.lastStart = now
-		}
-		it := ep.queue[0]
-		ep.queue[0] = nil
-		ep.queue = ep.queue[1:]
-		ep.inFlight++
-		d.slots--
-		it.started = true
-		it.part.running++
-		d.m.inFlight.Inc()
-		d.wg.Add(1)
-		go d.work(it, ep)
-		d.markReadyLocked(ep)
+		ep := d.popReadyLocked()
+		d.startLocked(ep)
+		d.touchAccountLocked(ep.acct)
 	}
+}
+
+// startLocked starts ep's next request if its limits allow.
+func (d *Dispatcher) startLocked(ep *endpointState) {
+	if len(ep.queue) == 0 || ep.inFlight >= ep.max || ep.wake != nil {
+		return
+	}
+	if ep.acct.inFlight >= d.shareLocked() {
+		d.parkLocked(ep)
+		return
+	}
+	if ep.rate > 0 {
+		now := d.clock.Now()
+		if wait := rateDelay(ep.rate, ep.lastStart, now); wait > 0 {
+			d.waitRateLocked(ep, wait)
+			return
+		}
+		ep.lastStart = now
+	}
+	it := ep.queue[0]
+	ep.queue[0] = nil
+	ep.queue = ep.queue[1:]
+	ep.inFlight++
+	ep.acct.inFlight++
+	d.slots--
+	it.started = true
+	it.part.running++
+	d.m.inFlight.Inc()
+	d.wg.Add(1)
+	go d.work(it, ep)
+	d.markReadyLocked(ep)
 }
 
 // work makes one attempt, frees its slots, then finishes the record.
@@ -242,8 +295,10 @@ func (d *Dispatcher) work(it *item, ep *endpointState) {
 	d.mu.Lock()
 	d.m.inFlight.Dec()
 	ep.inFlight--
+	ep.acct.inFlight--
 	d.slots++
 	d.markReadyLocked(ep)
+	d.touchAccountLocked(ep.acct)
 	d.forgetEndpointLocked(ep)
 	d.pumpLocked()
 	d.mu.Unlock()
@@ -288,6 +343,7 @@ func (d *Dispatcher) forgetEndpointLocked(ep *endpointState) {
 			return
 		}
 		delete(d.eps, ep.id)
+		d.detachAccountLocked(ep.acct)
 	}
 }
 
@@ -296,6 +352,7 @@ func (d *Dispatcher) sweepEndpointsLocked(now time.Time) {
 	for id, ep := range d.eps {
 		if ep.idleLocked(now) {
 			delete(d.eps, id)
+			d.detachAccountLocked(ep.acct)
 		}
 	}
 }
@@ -341,11 +398,8 @@ func (d *Dispatcher) dropQueuedLocked(drop func(*partState) bool) {
 				q = append(q, it)
 			}
 		}
-		for i := len(q); i < len(ep.queue); i++ {
-			ep.queue[i] = nil
-		}
+		clear(ep.queue[len(q):])
 		ep.queue = q
-		d.forgetEndpointLocked(ep)
 	}
 	ready := d.ready[:0]
 	for _, ep := range d.ready {
@@ -353,7 +407,14 @@ func (d *Dispatcher) dropQueuedLocked(drop func(*partState) bool) {
 			ready = append(ready, ep)
 		} else {
 			ep.inReady = false
+			ep.acct.ready--
+			d.touchAccountLocked(ep.acct)
 		}
 	}
+	clear(d.ready[len(ready):])
 	d.ready = ready
+	d.dropParkedLocked()
+	for _, ep := range d.eps {
+		d.forgetEndpointLocked(ep)
+	}
 }

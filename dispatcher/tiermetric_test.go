@@ -85,7 +85,7 @@ func TestTierOldestDueAge(t *testing.T) {
 	// head is held, the partition is paused and nothing behind it is read.
 	b.produceTo(tier30s, retry("evt_a", 10*time.Second), retry("evt_b", 20*time.Second))
 	b.produceTo(tier2m, retry("evt_c", 100*time.Second), retry("evt_d", 50*time.Second))
-	b.start(dispatcher.Config{AllowPrivateNetworks: true}, runOpts{clock: clk, reg: reg})
+	b.start(dispatcher.Config{AllowPrivateNetworks: true, Timeout: time.Minute}, runOpts{clock: clk, reg: reg})
 	for _, tier := range []string{tier30s, tier2m} {
 		eventually(t, 20*time.Second, func() bool { return gauge(t, reg, "hookd_dispatcher_tier_waiting_records", tier) == 2 },
 			"two waiting on %s", tier)

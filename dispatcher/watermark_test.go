@@ -40,7 +40,7 @@ func TestWatermarkNeverSkips(t *testing.T) {
 	}
 	b.produce(0, ds...)
 
-	stop := b.start(dispatcher.Config{AllowPrivateNetworks: true, DrainTimeout: 300 * time.Millisecond}, runOpts{})
+	stop := b.start(dispatcher.Config{AllowPrivateNetworks: true, Timeout: time.Minute, DrainTimeout: 300 * time.Millisecond}, runOpts{})
 	eventually(t, 20*time.Second, func() bool { return fast.answered.Load() == 50 }, "records behind the head delivered")
 	eventually(t, 20*time.Second, func() bool {
 		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
@@ -91,7 +91,7 @@ func TestBacklogDefersToFirstTier(t *testing.T) {
 		ds = append(ds, newDelivery(fmt.Sprintf("evt_%d", i), "ep_busy"))
 	}
 	b.produce(0, ds...)
-	b.start(dispatcher.Config{AllowPrivateNetworks: true, EndpointBacklog: 5}, runOpts{})
+	b.start(dispatcher.Config{AllowPrivateNetworks: true, Timeout: time.Minute, EndpointBacklog: 5}, runOpts{})
 	deferred := func() (n int) {
 		att, _, _ := b.col.snapshot()
 		for _, a := range att {

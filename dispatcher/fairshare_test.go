@@ -1,0 +1,93 @@
+package dispatcher_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookd/hookd/delivery"
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// TestFairShareAcrossAccounts is issue 11 item 3: an account whose
+// endpoint sets max_in_flight 100000 on a receiver that never answers,
+// with a backlog of 900, next to three healthy accounts (4 endpoints and
+// 200 records each), 32 slots in all. The abusive account holds at most
+// its share, ceil(32/4) = 8, while the others are active; every healthy
+// delivery is done while its requests still hang. Once the others have
+// been idle for AccountLinger, the abusive account alone may use every
+// slot. Before the fix it took every slot as the healthy requests ended,
+// and the healthy deliveries waited for its timeouts.
+func TestFairShareAcrossAccounts(t *testing.T) {
+	t.Parallel()
+	const (
+		concurrency        = 32
+		healthyAccounts    = 3
+		endpointsPerAcct   = 4
+		recordsPerEndpoint = 50
+		abusiveBacklog     = 900
+		share              = concurrency / (healthyAccounts + 1)
+	)
+	b := setup(t, setupOpts{partitions: 1})
+	evil, release := hangingReceiver(t)
+	defer release()
+	b.eps.set(dispatcher.Target{ID: "ep_evil", Account: "acct_evil", URL: evil.srv.URL, MaxInFlight: 100_000, Timeout: time.Hour})
+
+	var healthy []*receiver
+	var ds []*delivery.Delivery
+	for a := range healthyAccounts {
+		for e := range endpointsPerAcct {
+			rc := newReceiver(t, nil)
+			healthy = append(healthy, rc)
+			id := fmt.Sprintf("ep_h%d_%d", a, e)
+			b.eps.set(dispatcher.Target{ID: id, Account: fmt.Sprintf("acct_h%d", a), URL: rc.srv.URL})
+		}
+	}
+	// Healthy records first on the one partition, so the abusive account
+	// is never alone: alone, it may take every slot.
+	for n := range recordsPerEndpoint {
+		for a := range healthyAccounts {
+			for e := range endpointsPerAcct {
+				d := newDelivery(fmt.Sprintf("evt_h%d_%d_%d", a, e, n), fmt.Sprintf("ep_h%d_%d", a, e))
+				d.Account = fmt.Sprintf("acct_h%d", a)
+				ds = append(ds, d)
+			}
+		}
+	}
+	for n := range abusiveBacklog {
+		d := newDelivery(fmt.Sprintf("evt_evil_%d", n), "ep_evil")
+		d.Account = "acct_evil"
+		ds = append(ds, d)
+	}
+	b.produce(0, ds...)
+
+	reg := prometheus.NewRegistry()
+	b.start(dispatcher.Config{AllowPrivateNetworks: true, Concurrency: concurrency, Timeout: time.Hour,
+		AccountLinger: time.Second}, runOpts{reg: reg})
+	healthyDone := func() int {
+		n := 0
+		for _, rc := range healthy {
+			n += int(rc.answered.Load())
+		}
+		return n
+	}
+	const want = healthyAccounts * endpointsPerAcct * recordsPerEndpoint
+	eventually(t, 60*time.Second, func() bool { return healthyDone() == want }, "every healthy delivery done")
+	require.Zero(t, evil.answered.Load(), "the abusive account's requests still hang")
+	require.LessOrEqual(t, evil.maxSeen.Load(), int32(share), "the abusive account never holds more than its share")
+	require.Equal(t, int32(share), evil.maxSeen.Load(), "it uses its share")
+	require.Positive(t, metricValue(t, reg, "hookd_dispatcher_fair_share_waits_total"))
+	for i, rc := range healthy {
+		require.Equal(t, recordsPerEndpoint, rc.distinct(), "healthy endpoint %d", i)
+	}
+
+	// The healthy accounts go idle; after AccountLinger the abusive one is
+	// alone and may use every slot (up to --max-endpoint-in-flight, 64).
+	eventually(t, 30*time.Second, func() bool { return evil.inFlight.Load() == concurrency },
+		"alone, the abusive account uses all %d slots", concurrency)
+	eventually(t, 10*time.Second, func() bool { return metricValue(t, reg, "hookd_dispatcher_active_accounts") == 1 },
+		"one active account")
+}
