@@ -77,7 +77,10 @@ type Config struct {
 	StartupTimeout time.Duration
 	// AdminToken is the bearer token with access to every account on the
 	// /v1 API. Defaults to "" (admin access off; account tokens still work).
+	// API.AdminToken, when set, wins.
 	AdminToken string
+	// API configures the /v1 JSON API (its own defaults apply).
+	API httpapi.Config
 }
 
 func (c *Config) setDefaults() {
@@ -126,135 +129,224 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, roles []RoleFacto
 	if err := cfg.validate(); err != nil {
 		return startup(err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	env := &Env{Logger: logger, Registry: reg, Topics: cfg.Topics, Names: topics.NamesFor(cfg.Topics)}
-	var kafkaClient *kgo.Client
-	checks := map[string]api.Check{
-		"postgres": func(ctx context.Context) error {
-			if env.Store == nil {
-				return errors.New("not connected")
-			}
-			return env.Store.Ping(ctx)
-		},
-		"kafka": func(ctx context.Context) error {
-			if kafkaClient == nil {
-				return errors.New("not connected")
-			}
-			_, err := kadm.NewClient(kafkaClient).BrokerMetadata(ctx)
-			return err
-		},
+	p := &process{cfg: cfg, logger: logger}
+	defer p.close()
+	if err := p.start(ctx); err != nil {
+		return startup(err)
 	}
-	// 1. Bind HTTP first: a port in use is the quickest thing to report.
-	jsonAPI := httpapi.New(httpapi.Config{AdminToken: cfg.AdminToken}, logger.With("component", "api"))
-	srv, err := api.Listen(cfg.HTTP, api.Deps{Logger: logger, Gatherer: reg, Checks: checks, Routes: jsonAPI.Routes})
+	built, err := p.buildRoles(ctx, roles)
 	if err != nil {
 		return startup(err)
 	}
-	defer srv.Close()
-
-	// 2. The embedded broker, when asked for.
-	if cfg.Embedded != nil {
-		b, err := embedded.Start(ctx, *cfg.Embedded, logger)
-		if err != nil {
-			return startup(err)
-		}
-		defer func() {
-			b.Close()
-			logger.Info("embedded kafka stopped")
-		}()
-		cfg.Kafka.Brokers = b.Addrs()
-	}
-
-	// 3. Postgres: reachable, migrated, attempt partitions ahead.
-	pgCtx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
-	st, err := store.Open(pgCtx, cfg.Postgres, logger)
-	cancel()
-	if err != nil {
-		return startup(err)
-	}
-	defer st.Close()
-	env.Store = st
-	if cfg.Migrate {
-		res, err := st.Migrate(ctx)
-		if err != nil {
-			return startup(err)
-		}
-		logger.InfoContext(ctx, "schema migrated", "applied", len(res.Applied), "version", res.Version)
-	}
-	if _, err := st.MaintainAttemptPartitions(ctx, time.Now(), 3, cfg.AttemptRetention); err != nil {
-		return startup(fmt.Errorf("%w (run hookd migrate first?)", err))
-	}
-
-	// 4. Kafka: reachable, topics provisioned.
-	env.KafkaOpts = kafkaconn.Opts(cfg.Kafka, logger)
-	kafkaClient, err = kgo.NewClient(env.KafkaOptsFor("admin")...)
-	if err != nil {
-		return startup(fmt.Errorf("kafka client: %w", err))
-	}
-	defer kafkaClient.Close()
-	if err := kafkaconn.Check(ctx, kafkaClient, cfg.Kafka.Brokers, cfg.StartupTimeout); err != nil {
-		return startup(err)
-	}
-	reg.MustRegister(kafkaconn.NewGroupCollector(kafkaClient, kafkaconn.Groups, 5*time.Second))
-	provCtx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
-	prov, err := topics.Provision(provCtx, kadm.NewClient(kafkaClient), cfg.Topics)
-	cancel()
-	if err != nil {
-		return startup(err)
-	}
-	// The JSON API answers 503 until here; replays it started stop with ctx
-	// and are waited for before Postgres closes.
-	jsonAPI.Attach(ctx, httpapi.Backend{Store: st, Replay: replay.Deps{KafkaOpts: env.KafkaOpts, Names: env.Names}})
-	defer jsonAPI.Wait()
-	logger.InfoContext(ctx, "topics ready", "created", len(prov.Created), "existing", len(prov.Existing), "partitions", cfg.Topics.Partitions)
-
-	// 5. Roles.
-	built := make([]Role, 0, len(roles))
-	for _, f := range roles {
-		r, err := f(ctx, env)
-		if err != nil {
-			return startup(err)
-		}
-		built = append(built, r)
-	}
-
-	g, gctx := errgroup.WithContext(ctx)
-	roleCtx, stopRoles := context.WithCancel(gctx)
-	defer stopRoles()
-	var rolesDone = make(chan struct{})
-	rg, rctx := errgroup.WithContext(roleCtx)
-	rg.Go(func() error { <-rctx.Done(); return nil }) // a process with no roles still serves HTTP
-	for _, r := range built {
-		rg.Go(func() error {
-			logger.InfoContext(rctx, "role started", "role", r.Name())
-			if err := r.Run(rctx); err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("%s: %w", r.Name(), err)
-			}
-			logger.InfoContext(rctx, "role stopped", "role", r.Name())
-			return nil
-		})
-	}
-	g.Go(func() error {
-		defer close(rolesDone)
-		return rg.Wait()
-	})
-	g.Go(func() error {
-		// HTTP outlives the roles so /metrics answers while they drain.
-		httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
-		defer stopHTTP()
-		go func() {
-			<-rolesDone
-			stopHTTP()
-		}()
-		return srv.Run(httpCtx)
-	})
-	logger.InfoContext(ctx, "hookd ready", "roles", len(built), "brokers", cfg.Kafka.Brokers)
-	err = g.Wait()
-	if err != nil {
+	logger.InfoContext(ctx, "hookd ready", "roles", len(built), "brokers", p.cfg.Kafka.Brokers)
+	if err := p.serve(ctx, built); err != nil {
 		return err
 	}
 	logger.Info("hookd stopped")
 	return nil
+}
+
+// process is one hookd process being started, run and stopped. close
+// undoes, in reverse order, whatever start got to.
+type process struct {
+	cfg     Config
+	logger  *slog.Logger
+	env     *Env
+	srv     *api.Server
+	jsonAPI *httpapi.Server
+	kafka   *kgo.Client
+	closers []func()
+}
+
+func (p *process) onClose(f func()) { p.closers = append(p.closers, f) }
+
+func (p *process) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+}
+
+// start brings up, in order: HTTP (a port in use is the quickest thing to
+// report), the embedded broker when asked for, Postgres, then Kafka and the
+// topics. The JSON API answers 503 until the end of it.
+func (p *process) start(ctx context.Context) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.env = &Env{Logger: p.logger, Registry: reg, Topics: p.cfg.Topics, Names: topics.NamesFor(p.cfg.Topics)}
+	for _, step := range []func(context.Context) error{p.startHTTP, p.startBroker, p.openStore, p.connectKafka} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	// Replays the JSON API starts stop with ctx and are waited for before
+	// Postgres closes.
+	p.jsonAPI.Attach(ctx, httpapi.Backend{Store: p.env.Store, Replay: replay.Deps{KafkaOpts: p.env.KafkaOpts, Names: p.env.Names}})
+	p.onClose(p.jsonAPI.Wait)
+	return nil
+}
+
+func (p *process) startHTTP(context.Context) error {
+	apiCfg := p.cfg.API
+	if apiCfg.AdminToken == "" {
+		apiCfg.AdminToken = p.cfg.AdminToken
+	}
+	p.jsonAPI = httpapi.New(apiCfg, p.logger.With("component", "api"))
+	srv, err := api.Listen(p.cfg.HTTP, api.Deps{Logger: p.logger, Gatherer: p.env.Registry, Checks: p.checks(), Routes: p.jsonAPI.Routes})
+	if err != nil {
+		return err
+	}
+	p.srv = srv
+	p.onClose(func() { srv.Close() })
+	return nil
+}
+
+// checks are the readiness checks: each dependency as it is now.
+func (p *process) checks() map[string]api.Check {
+	return map[string]api.Check{
+		"postgres": func(ctx context.Context) error {
+			if p.env.Store == nil {
+				return errors.New("not connected")
+			}
+			return p.env.Store.Ping(ctx)
+		},
+		"kafka": func(ctx context.Context) error {
+			if p.kafka == nil {
+				return errors.New("not connected")
+			}
+			_, err := kadm.NewClient(p.kafka).BrokerMetadata(ctx)
+			return err
+		},
+	}
+}
+
+func (p *process) startBroker(ctx context.Context) error {
+	if p.cfg.Embedded == nil {
+		return nil
+	}
+	b, err := embedded.Start(ctx, *p.cfg.Embedded, p.logger)
+	if err != nil {
+		return err
+	}
+	p.onClose(func() {
+		b.Close()
+		p.logger.Info("embedded kafka stopped")
+	})
+	p.cfg.Kafka.Brokers = b.Addrs()
+	return nil
+}
+
+// openStore connects Postgres, migrates it when asked, and makes sure the
+// attempt partitions exist ahead of any writer.
+func (p *process) openStore(ctx context.Context) error {
+	pgCtx, cancel := context.WithTimeout(ctx, p.cfg.StartupTimeout)
+	st, err := store.Open(pgCtx, p.cfg.Postgres, p.logger)
+	cancel()
+	if err != nil {
+		return err
+	}
+	p.onClose(st.Close)
+	p.env.Store = st
+	if p.cfg.Migrate {
+		res, err := st.Migrate(ctx)
+		if err != nil {
+			return err
+		}
+		p.logger.InfoContext(ctx, "schema migrated", "applied", len(res.Applied), "version", res.Version)
+	}
+	if _, err := st.MaintainAttemptPartitions(ctx, time.Now(), 3, p.cfg.AttemptRetention); err != nil {
+		return fmt.Errorf("%w (run hookd migrate first?)", err)
+	}
+	return nil
+}
+
+// connectKafka checks the brokers answer and provisions the topics.
+func (p *process) connectKafka(ctx context.Context) error {
+	p.env.KafkaOpts = kafkaconn.Opts(p.cfg.Kafka, p.logger)
+	cl, err := kgo.NewClient(p.env.KafkaOptsFor("admin")...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	p.onClose(cl.Close)
+	if err := kafkaconn.Check(ctx, cl, p.cfg.Kafka.Brokers, p.cfg.StartupTimeout); err != nil {
+		return err
+	}
+	p.kafka = cl
+	p.env.Registry.MustRegister(kafkaconn.NewGroupCollector(cl, kafkaconn.Groups, 5*time.Second))
+	provCtx, cancel := context.WithTimeout(ctx, p.cfg.StartupTimeout)
+	prov, err := topics.Provision(provCtx, kadm.NewClient(cl), p.cfg.Topics)
+	cancel()
+	if err != nil {
+		return err
+	}
+	p.logger.InfoContext(ctx, "topics ready", "created", len(prov.Created), "existing", len(prov.Existing), "partitions", p.cfg.Topics.Partitions)
+	return nil
+}
+
+func (p *process) buildRoles(ctx context.Context, factories []RoleFactory) ([]Role, error) {
+	built := make([]Role, 0, len(factories))
+	for _, f := range factories {
+		r, err := f(ctx, p.env)
+		if err != nil {
+			return nil, err
+		}
+		built = append(built, r)
+	}
+	return built, nil
+}
+
+// ErrRoleStopped is wrapped by Run's error when a role returned before
+// shutdown without an error: a process that silently lost a role must not
+// keep reporting ready.
+var ErrRoleStopped = errors.New("stopped on its own before shutdown")
+
+// serve runs the roles until ctx ends or one of them stops, then drains
+// them; HTTP outlives the roles so /metrics answers while they drain.
+func (p *process) serve(ctx context.Context, roles []Role) error {
+	roleCtx, stopRoles := context.WithCancel(ctx)
+	defer stopRoles()
+	rolesDone := make(chan error, 1)
+	go func() { rolesDone <- p.runRoles(roleCtx, roles) }()
+
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHTTP()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- p.srv.Run(httpCtx) }()
+
+	var err error
+	select {
+	case err = <-rolesDone:
+	case err = <-httpDone:
+		stopRoles()
+		if rerr := <-rolesDone; err == nil {
+			err = rerr
+		}
+		return err
+	}
+	stopHTTP()
+	if herr := <-httpDone; err == nil {
+		err = herr
+	}
+	return err
+}
+
+// runRoles runs every role until ctx ends; the first to fail, or to return
+// early, stops the others.
+func (p *process) runRoles(ctx context.Context, roles []Role) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range roles {
+		g.Go(func() error {
+			p.logger.InfoContext(gctx, "role started", "role", r.Name())
+			err := r.Run(gctx)
+			switch {
+			case err != nil && !errors.Is(err, context.Canceled):
+				return fmt.Errorf("%s: %w", r.Name(), err)
+			case gctx.Err() == nil:
+				return fmt.Errorf("%s: %w", r.Name(), ErrRoleStopped)
+			}
+			p.logger.InfoContext(gctx, "role stopped", "role", r.Name())
+			return nil
+		})
+	}
+	g.Go(func() error { <-gctx.Done(); return nil }) // a process with no roles still serves HTTP
+	return g.Wait()
 }
