@@ -3,11 +3,12 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hookd/hookd/endpoint"
+	"github.com/hookd/hookd/ssrf"
 	"github.com/hookd/hookd/store"
 )
 
@@ -51,25 +52,9 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 	return out
 }
 
-// validatePattern is stricter than what the store accepts: event types
-// are dot-separated words of letters, digits, '_' and '-', with '*'
-// wildcards; "invoice..paid", "invoice." or "in voice" are refused.
-func validatePattern(p string) error {
-	if err := endpoint.ValidatePattern(p); err != nil {
-		return err
-	}
-	for _, seg := range strings.Split(p, ".") {
-		if seg == "" {
-			return fmt.Errorf("%w: event type %q: empty segment between dots", endpoint.ErrInvalid, p)
-		}
-		for _, c := range seg {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '*') {
-				return fmt.Errorf("%w: event type %q: only letters, digits, '_', '-', '*' and '.' are allowed", endpoint.ErrInvalid, p)
-			}
-		}
-	}
-	return nil
-}
+// validatePattern is endpoint.ValidatePattern, the one rule for event-type
+// patterns (subscriptions and dead-letter filters).
+func validatePattern(p string) error { return endpoint.ValidatePattern(p) }
 
 type endpointIn struct {
 	ID          string   `json:"id"`
@@ -89,21 +74,9 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, c caller
 	if !decode(w, r, &in) {
 		return
 	}
-	switch {
-	case !c.admin && in.Account != "" && in.Account != c.account:
-		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("account: this token can only create endpoints of account %s", c.account))
+	if msg := s.createProblem(c, &in); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid", msg)
 		return
-	case !c.admin:
-		in.Account = c.account
-	case in.Account == "":
-		writeError(w, http.StatusBadRequest, "invalid", "account: required with the admin token")
-		return
-	}
-	for _, p := range in.EventTypes {
-		if err := validatePattern(p); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid", err.Error())
-			return
-		}
 	}
 	e := endpoint.Endpoint{ID: in.ID, Account: in.Account, URL: in.URL, Description: in.Description, EventTypes: in.EventTypes,
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
@@ -116,6 +89,13 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, c caller
 		secret = endpoint.NewSecret()
 	}
 	e.Secrets = []string{secret}
+	if err := e.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	if !s.checkDestination(w, r, e.URL) {
+		return
+	}
 	out, err := be.Store.CreateEndpoint(r.Context(), e)
 	switch {
 	case errors.Is(err, endpoint.ErrInvalid):
@@ -132,12 +112,67 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, c caller
 	}
 }
 
+// createProblem checks what the caller may set on a new endpoint and fills
+// an account token's account in; it returns the 400 message or "".
+func (s *Server) createProblem(c caller, in *endpointIn) string {
+	switch {
+	case !c.admin && in.Account != "" && in.Account != c.account:
+		return fmt.Sprintf("account: this token can only create endpoints of account %s", c.account)
+	case !c.admin && in.ID != "":
+		// Ids are global: letting accounts choose them would tell one
+		// account which ids another one uses (409 vs 201).
+		return "id: only the admin token chooses endpoint ids; omit it and hookd assigns one"
+	case !c.admin:
+		in.Account = c.account
+	case in.Account == "":
+		return "account: required with the admin token"
+	}
+	return s.limitsProblem(&in.MaxInFlight, &in.TimeoutMS, &in.RatePerSec)
+}
+
+// limitsProblem checks the per-endpoint limits given (nil: not given)
+// against this hookd's ceilings; it returns the 400 message or "".
+func (s *Server) limitsProblem(maxInFlight *int, timeoutMS *int64, rate *float64) string {
+	switch {
+	case maxInFlight != nil && (*maxInFlight < 0 || *maxInFlight > s.cfg.MaxEndpointInFlight):
+		return fmt.Sprintf("max_in_flight: must be 0 (hookd's default) to %d (this hookd's --max-endpoint-in-flight), got %d",
+			s.cfg.MaxEndpointInFlight, *maxInFlight)
+	case timeoutMS != nil && (*timeoutMS < 0 || *timeoutMS > s.cfg.MaxTimeout.Milliseconds()):
+		return fmt.Sprintf("timeout_ms: must be 0 (hookd's default) to %d (this hookd's request timeout, %s), got %d",
+			s.cfg.MaxTimeout.Milliseconds(), s.cfg.MaxTimeout, *timeoutMS)
+	case rate != nil && (math.IsNaN(*rate) || *rate < 0 || *rate > endpoint.RatePerSecBound):
+		return fmt.Sprintf("rate_per_sec: must be 0 (unlimited) to %g, got %g", endpoint.RatePerSecBound, *rate)
+	}
+	return ""
+}
+
+// checkDestination refuses, with a 400, a URL whose host is or resolves
+// to a private or otherwise special-purpose address, unless the API
+// allows private networks. A failed DNS lookup is accepted (see
+// ssrf.CheckURL): the dispatcher's dial-time guard still applies.
+func (s *Server) checkDestination(w http.ResponseWriter, r *http.Request, rawURL string) bool {
+	if s.cfg.AllowPrivateNetworks {
+		return true
+	}
+	err := ssrf.CheckURL(r.Context(), s.resolver, rawURL)
+	switch {
+	case errors.Is(err, ssrf.ErrRefused):
+		writeError(w, http.StatusBadRequest, "invalid",
+			"url: "+err.Error()+"; hookd refuses private destinations unless started with --allow-private-networks")
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid", "url: "+err.Error())
+		return false
+	}
+	return true
+}
+
 func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request, c caller) {
 	be, _ := s.backend()
 	account := r.URL.Query().Get("account")
 	if !c.admin {
 		if account != "" && account != c.account {
-			writeJSON(w, http.StatusOK, map[string]any{"data": []endpointOut{}})
+			writeError(w, http.StatusBadRequest, "invalid", "account: this token sees only account "+c.account)
 			return
 		}
 		account = c.account
@@ -205,45 +240,15 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller
 	if !decode(w, r, &p) {
 		return
 	}
-	if p.EventTypes != nil {
-		for _, pat := range *p.EventTypes {
-			if err := validatePattern(pat); err != nil {
-				writeError(w, http.StatusBadRequest, "invalid", err.Error())
-				return
-			}
-		}
+	if msg := s.patchProblem(&p); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid", msg)
+		return
 	}
-	if p.Status != nil && *p.Status != "active" && *p.Status != "disabled" {
-		writeError(w, http.StatusBadRequest, "invalid", "status: must be active or disabled")
+	if p.URL != nil && !s.checkDestination(w, r, *p.URL) {
 		return
 	}
 	out, err := be.Store.ModifyEndpoint(r.Context(), r.PathValue("id"), func(e *endpoint.Endpoint) error {
-		if p.URL != nil {
-			e.URL = *p.URL
-		}
-		if p.Description != nil {
-			e.Description = *p.Description
-		}
-		if p.EventTypes != nil {
-			e.EventTypes = *p.EventTypes
-		}
-		if p.MaxInFlight != nil {
-			e.MaxInFlight = *p.MaxInFlight
-		}
-		if p.TimeoutMS != nil {
-			e.Timeout = time.Duration(*p.TimeoutMS) * time.Millisecond
-		}
-		if p.RatePerSec != nil {
-			e.RatePerSec = *p.RatePerSec
-		}
-		if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
-			e.Status = endpoint.Status(*p.Status)
-			if e.Status == endpoint.StatusDisabled {
-				e.DisabledReason, e.DisabledAt = "disabled over the API by "+c.actor(""), time.Now()
-			} else {
-				e.DisabledReason, e.DisabledAt, e.FailingSince = "", time.Time{}, time.Time{}
-			}
-		}
+		p.apply(e, c)
 		return nil
 	})
 	switch {
@@ -255,6 +260,61 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller
 		s.internal(w, r, err)
 	default:
 		writeJSON(w, http.StatusOK, endpointView(out))
+	}
+}
+
+// patchProblem checks the fields of a patch that can be checked alone;
+// the store validates the patched endpoint as a whole. It returns the 400
+// message or "".
+func (s *Server) patchProblem(p *endpointPatch) string {
+	if p.Status != nil && *p.Status != "active" && *p.Status != "disabled" {
+		return "status: must be active or disabled"
+	}
+	if p.URL != nil {
+		if err := endpoint.ValidateURL(*p.URL); err != nil {
+			return err.Error()
+		}
+	}
+	if p.EventTypes != nil {
+		if len(*p.EventTypes) > endpoint.MaxEventTypes {
+			return fmt.Sprintf("event_types: at most %d, got %d", endpoint.MaxEventTypes, len(*p.EventTypes))
+		}
+		for _, pat := range *p.EventTypes {
+			if err := endpoint.ValidatePattern(pat); err != nil {
+				return err.Error()
+			}
+		}
+	}
+	return s.limitsProblem(p.MaxInFlight, p.TimeoutMS, p.RatePerSec)
+}
+
+// apply changes e as the patch says.
+func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
+	if p.URL != nil {
+		e.URL = *p.URL
+	}
+	if p.Description != nil {
+		e.Description = *p.Description
+	}
+	if p.EventTypes != nil {
+		e.EventTypes = *p.EventTypes
+	}
+	if p.MaxInFlight != nil {
+		e.MaxInFlight = *p.MaxInFlight
+	}
+	if p.TimeoutMS != nil {
+		e.Timeout = time.Duration(*p.TimeoutMS) * time.Millisecond
+	}
+	if p.RatePerSec != nil {
+		e.RatePerSec = *p.RatePerSec
+	}
+	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
+		e.Status = endpoint.Status(*p.Status)
+		if e.Status == endpoint.StatusDisabled {
+			e.DisabledReason, e.DisabledAt = "disabled over the API by "+c.actor(""), time.Now()
+		} else {
+			e.DisabledReason, e.DisabledAt, e.FailingSince = "", time.Time{}, time.Time{}
+		}
 	}
 }
 

@@ -17,12 +17,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/hookd/hookd/endpoint"
 	"github.com/hookd/hookd/replay"
+	"github.com/hookd/hookd/ssrf"
 	"github.com/hookd/hookd/store"
 )
 
@@ -43,15 +51,54 @@ type Config struct {
 	// MaxListLimit caps the limit parameter of list operations.
 	// Defaults to 1000.
 	MaxListLimit int
+	// AllowPrivateNetworks accepts endpoint URLs whose host is, or
+	// resolves to, a private, loopback, link-local, cloud-metadata or other
+	// special-purpose address (package ssrf); development only. When false,
+	// creating an endpoint with such a URL, or changing its URL to one,
+	// answers 400. The dispatcher's dial-time guard has its own switch;
+	// hookd --allow-private-networks sets both. Defaults to false.
+	AllowPrivateNetworks bool
+	// MaxEndpointInFlight is the largest max_in_flight an endpoint may
+	// ask for (hookd --max-endpoint-in-flight). At most
+	// endpoint.MaxInFlightBound. Defaults to 64.
+	MaxEndpointInFlight int
+	// MaxTimeout is the longest timeout_ms an endpoint may ask for; set it
+	// to the dispatcher's --request-timeout so that no endpoint waits
+	// longer than the operator allows. 1ms to endpoint.TimeoutBound.
+	// Defaults to 10s (the default --request-timeout).
+	MaxTimeout time.Duration
 }
 
-func (c *Config) setDefaults() {
+// SetDefaults fills the zero fields with their defaults.
+func (c *Config) SetDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 64 << 10
 	}
 	if c.MaxListLimit == 0 {
 		c.MaxListLimit = 1000
 	}
+	if c.MaxEndpointInFlight == 0 {
+		c.MaxEndpointInFlight = 64
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = 10 * time.Second
+	}
+}
+
+// Validate reports a setting out of range, naming it; call it after
+// SetDefaults.
+func (c *Config) Validate() error {
+	switch {
+	case c.MaxBodyBytes < 1:
+		return fmt.Errorf("api max body bytes: must be at least 1, got %d", c.MaxBodyBytes)
+	case c.MaxListLimit < 1:
+		return fmt.Errorf("api max list limit: must be at least 1, got %d", c.MaxListLimit)
+	case c.MaxEndpointInFlight < 1 || c.MaxEndpointInFlight > endpoint.MaxInFlightBound:
+		return fmt.Errorf("max endpoint in-flight: must be 1..%d, got %d", endpoint.MaxInFlightBound, c.MaxEndpointInFlight)
+	case c.MaxTimeout < time.Millisecond || c.MaxTimeout > endpoint.TimeoutBound:
+		return fmt.Errorf("api max endpoint timeout: must be 1ms..%s, got %s", endpoint.TimeoutBound, c.MaxTimeout)
+	}
+	return nil
 }
 
 // Backend is what the handlers read and write, available once the daemon
@@ -69,6 +116,9 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 	admin  [32]byte
+	// resolver looks up endpoint hosts for the SSRF check (tests replace
+	// it).
+	resolver ssrf.Resolver
 
 	mu      sync.RWMutex
 	be      *Backend
@@ -76,13 +126,14 @@ type Server struct {
 	runs    sync.WaitGroup
 }
 
-// New returns a server for cfg.
+// New returns a server for cfg, with the defaults filled in; check cfg
+// with Validate first.
 func New(cfg Config, logger *slog.Logger) *Server {
-	cfg.setDefaults()
+	cfg.SetDefaults()
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, logger: logger}
+	s := &Server{cfg: cfg, logger: logger, resolver: net.DefaultResolver}
 	if cfg.AdminToken != "" {
 		s.admin = sha256.Sum256([]byte(cfg.AdminToken))
 	}
@@ -148,7 +199,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 		}
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			c, ok := s.authenticate(w, r)
-			if !ok {
+			if !ok || !checkRequestText(w, r) {
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
@@ -235,14 +286,66 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// decode reads a JSON body strictly: unknown fields, trailing data and
-// oversize bodies are refused with a message.
+// checkRequestText refuses what no resource id or filter can hold before
+// a handler sees it (and before it reaches Postgres, which refuses NUL and
+// invalid UTF-8 in text): an {id} path value that is not 1..255 printable
+// ASCII characters answers 404, as a missing resource does, and a query
+// parameter with invalid UTF-8 or a control character answers 400.
+func checkRequestText(w http.ResponseWriter, r *http.Request) bool {
+	if id := r.PathValue("id"); id != "" && endpoint.ValidateID(id) != nil {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("%q not found: ids are 1..%d printable ASCII characters", clip(id), endpoint.MaxAccountLen))
+		return false
+	}
+	for name, values := range r.URL.Query() {
+		for _, v := range values {
+			if err := plainText(v); err != "" {
+				writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("%s: %s", clip(name), err))
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// plainText returns what is wrong with s as a string value, or "".
+func plainText(s string) string {
+	if !utf8.ValidString(s) {
+		return "not valid UTF-8"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
+			return fmt.Sprintf("must not contain NUL or other control characters (found %U)", r)
+		}
+	}
+	return ""
+}
+
+func clip(s string) string {
+	if len(s) <= 100 {
+		return s
+	}
+	return s[:100] + "..."
+}
+
+// decode reads a JSON body strictly: an empty body, invalid JSON, a value
+// of the wrong type, an unknown field and trailing data are refused with a
+// 400 invalid_json naming the field, a string with a NUL or control
+// character with a 400 invalid naming it, an oversize body with a 413.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
+	if err == nil {
+		var tooBig *http.MaxBytesError
+		switch _, terr := dec.Token(); {
+		case errors.As(terr, &tooBig):
+			err = terr
+		case !errors.Is(terr, io.EOF):
+			err = errTrailing
+		}
+	}
+	if err == nil {
+		err = checkStrings(reflect.ValueOf(v), "")
 	}
 	if err == nil {
 		return true
@@ -252,8 +355,101 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
 		return false
 	}
-	writeError(w, http.StatusBadRequest, "invalid_json", "request body: "+err.Error())
+	var fieldErr *fieldError
+	if errors.As(err, &fieldErr) {
+		writeError(w, http.StatusBadRequest, "invalid", fieldErr.Error())
+		return false
+	}
+	writeError(w, http.StatusBadRequest, "invalid_json", decodeMessage(err))
 	return false
+}
+
+var errTrailing = errors.New("request body: trailing data after the JSON object")
+
+// decodeMessage names the field of a decoding error.
+func decodeMessage(err error) string {
+	var (
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return "request body: empty; expected a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "request body: truncated JSON"
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("request body: invalid JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return "request body: must be a JSON object, got " + typeErr.Value
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("%s: must be %s, got %s", typeErr.Field, jsonKind(typeErr.Type), clip(typeErr.Value))
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		return clip(strings.Trim(name, `"`)) + ": unknown field"
+	}
+	if errors.Is(err, errTrailing) {
+		return err.Error()
+	}
+	return "request body: " + clip(msg)
+}
+
+// jsonKind names the JSON a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(jsonKind(t.Elem()), "a "), "an ") + "s"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
+}
+
+// fieldError is a bad value in a decoded body.
+type fieldError struct{ field, problem string }
+
+func (e *fieldError) Error() string { return e.field + ": " + e.problem }
+
+// checkStrings walks a decoded body and refuses a string holding what no
+// text column can (NUL) or what has no place in an API value (other control
+// characters), naming its JSON field.
+func checkStrings(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return checkStrings(v.Elem(), path)
+		}
+	case reflect.String:
+		if problem := plainText(v.String()); problem != "" {
+			return &fieldError{field: path, problem: problem}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if err := checkStrings(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			if path != "" {
+				name = path + "." + name
+			}
+			if err := checkStrings(v.Field(i), name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {

@@ -50,6 +50,7 @@ func setup(t *testing.T) *bundle {
 	b := &bundle{db: pgtest.New(t), cluster: kafkatest.NewProvisioned(t, cfg), names: topics.NamesFor(cfg)}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	b.api = New(Config{AdminToken: adminToken, MaxBodyBytes: 4 << 10}, logger)
+	b.api.resolver = testDNS
 	mux := http.NewServeMux()
 	b.api.Routes(mux)
 	runCtx, cancel := context.WithCancel(ctx)
@@ -106,11 +107,17 @@ func (b *bundle) delivery(t *testing.T, evt, ep, account string) string {
 
 func (b *bundle) do(t *testing.T, token, method, path, body string, out any) int {
 	t.Helper()
+	return call(t, b.srv.URL, token, method, path, body, out)
+}
+
+// call sends one request to the API at base and decodes the answer into out.
+func call(t *testing.T, base, token, method, path, body string, out any) int {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, b.srv.URL+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	require.NoError(t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -193,8 +200,10 @@ func TestAccountIsolation(t *testing.T) {
 	require.Equal(t, "https://b.example.com/hook", got["url"])
 
 	var list struct{ Data []map[string]any }
-	require.Equal(t, 200, b.do(t, b.tokA, "GET", "/v1/endpoints?account=acct_b", "", &list))
-	require.Empty(t, list.Data)
+	require.Equal(t, 400, b.do(t, b.tokA, "GET", "/v1/endpoints?account=acct_b", "", &e), "docs/api.md: filters naming another account answer 400")
+	require.Equal(t, "account: this token sees only account acct_a", e.Error.Message)
+	require.Equal(t, 200, b.do(t, b.tokA, "GET", "/v1/endpoints?account=acct_a", "", &list))
+	require.Len(t, list.Data, 1)
 	require.Equal(t, 200, b.do(t, b.tokA, "GET", "/v1/endpoints", "", &list))
 	require.Len(t, list.Data, 1)
 	require.Equal(t, b.epA, list.Data[0]["id"])
