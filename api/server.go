@@ -15,6 +15,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hookd/hookd/internal/drain"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -96,7 +97,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	shutdownCtx, cancel := drain.Context(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("http shutdown: %w", err)

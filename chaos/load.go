@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/internal/drain"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -190,7 +191,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig, l *Ledger) (LoadStats, error) 
 				if lag := time.Since(j.due); lag > time.Duration(lagNs.Load()) {
 					lagNs.Store(int64(lag))
 				}
-				opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+				opCtx, cancel := drain.Context(ctx, 15*time.Second)
 				var err error
 				if j.outbox {
 					err = outboxBatch(opCtx, cfg, l, j.seq, pad)

@@ -23,6 +23,7 @@ import (
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/embedded"
 	"github.com/hookd/hookd/httpapi"
+	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/kafkaconn"
 	"github.com/hookd/hookd/replay"
 	"github.com/hookd/hookd/store"
@@ -307,7 +308,7 @@ func (p *process) serve(ctx context.Context, roles []Role) error {
 	rolesDone := make(chan error, 1)
 	go func() { rolesDone <- p.runRoles(roleCtx, roles) }()
 
-	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	httpCtx, stopHTTP := drain.Context(ctx, 0)
 	defer stopHTTP()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- p.srv.Run(httpCtx) }()
