@@ -204,6 +204,9 @@ type RunCmd struct {
 
 // Run implements `hookd run`.
 func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	if err := c.DispatchFlags.validate(); err != nil {
+		return usage(err)
+	}
 	cfg, err := c.daemonConfig()
 	if err != nil {
 		return usage(err)

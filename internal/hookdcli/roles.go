@@ -15,6 +15,7 @@ import (
 	"github.com/hookd/hookd/reconcile"
 	"github.com/hookd/hookd/relay"
 	"github.com/hookd/hookd/router"
+	"github.com/hookd/hookd/topics"
 )
 
 // RelayFlags configure the outbox CDC relay.
@@ -23,17 +24,65 @@ type RelayFlags struct {
 	RelayPublication string `name:"relay-publication" default:"hookd_outbox" env:"HOOKD_RELAY_PUBLICATION" help:"Publication of the outbox table the relay streams."`
 }
 
+// EndpointLimitFlags bound what an account may set on its endpoints: the
+// API refuses values beyond them, and the dispatcher applies them to every
+// request whatever is stored. `hookd run`, `hookd dispatch` and `hookd
+// api` read them; give every process the same values.
+type EndpointLimitFlags struct {
+	MaxEndpointInFlight  int           `name:"max-endpoint-in-flight" default:"64" env:"HOOKD_MAX_ENDPOINT_IN_FLIGHT" help:"Largest max_in_flight an endpoint may use: the API refuses more, the dispatcher caps what is stored."`
+	RequestTimeout       time.Duration `name:"request-timeout" default:"10s" env:"HOOKD_REQUEST_TIMEOUT" help:"Total timeout of a webhook request, response included; also the longest timeout_ms an endpoint may set (it may set a shorter one)."`
+	AllowPrivateNetworks bool          `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Allow webhook destinations on loopback, private, link-local and metadata addresses, at endpoint creation and at connect time (development and tests only)."`
+}
+
+func (f EndpointLimitFlags) validate() error {
+	switch {
+	case f.MaxEndpointInFlight < 1:
+		return fmt.Errorf("--max-endpoint-in-flight: must be at least 1, got %d", f.MaxEndpointInFlight)
+	case f.RequestTimeout <= 0:
+		return fmt.Errorf("--request-timeout: must be positive, got %s", f.RequestTimeout)
+	}
+	return nil
+}
+
 // DispatchFlags configure the dispatcher.
 type DispatchFlags struct {
-	MaxInFlight          int           `name:"max-in-flight" default:"4" env:"HOOKD_MAX_IN_FLIGHT" help:"Requests in flight per endpoint (an endpoint may set its own)."`
-	Concurrency          int           `name:"concurrency" default:"256" env:"HOOKD_CONCURRENCY" help:"Requests in flight per dispatcher process, all endpoints together."`
-	EndpointBacklog      int           `name:"endpoint-backlog" default:"1000" env:"HOOKD_ENDPOINT_BACKLOG" help:"Records of one endpoint held waiting for a slot; beyond it they go to the first retry tier without spending an attempt."`
-	ConnectTimeout       time.Duration `name:"connect-timeout" default:"3s" env:"HOOKD_CONNECT_TIMEOUT" help:"TCP connect and TLS handshake timeout of a webhook request."`
-	RequestTimeout       time.Duration `name:"request-timeout" default:"10s" env:"HOOKD_REQUEST_TIMEOUT" help:"Total timeout of a webhook request, response included (an endpoint may set its own)."`
-	BreakerOpenFor       time.Duration `name:"breaker-open-for" default:"30s" env:"HOOKD_BREAKER_OPEN_FOR" help:"How long a tripped endpoint circuit breaker stays open before it lets a probe through; with a short --retry-schedule, keep it shorter than the schedule."`
-	BreakerMinRequests   uint32        `name:"breaker-min-requests" default:"20" env:"HOOKD_BREAKER_MIN_REQUESTS" help:"Requests in the breaker's 60s window before it may trip."`
-	BreakerFailureRatio  float64       `name:"breaker-failure-ratio" default:"0.5" env:"HOOKD_BREAKER_FAILURE_RATIO" help:"Share of failed requests in the window that trips the breaker."`
-	AllowPrivateNetworks bool          `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Allow webhook destinations on loopback, private, link-local and metadata addresses (development and tests only)."`
+	MaxInFlight         int           `name:"max-in-flight" default:"4" env:"HOOKD_MAX_IN_FLIGHT" help:"Requests in flight per endpoint that sets none (an endpoint may set its own, up to --max-endpoint-in-flight)."`
+	Concurrency         int           `name:"concurrency" default:"256" env:"HOOKD_CONCURRENCY" help:"Requests in flight per dispatcher process, all endpoints together; while N accounts are active each may hold max(ceil(concurrency/N), 4), one alone all."`
+	EndpointBacklog     int           `name:"endpoint-backlog" default:"1000" env:"HOOKD_ENDPOINT_BACKLOG" help:"Records of one endpoint held waiting for a slot; beyond it they go to the first retry tier without spending an attempt."`
+	ConnectTimeout      time.Duration `name:"connect-timeout" default:"3s" env:"HOOKD_CONNECT_TIMEOUT" help:"TCP connect and TLS handshake timeout of a webhook request."`
+	BreakerOpenFor      time.Duration `name:"breaker-open-for" default:"30s" env:"HOOKD_BREAKER_OPEN_FOR" help:"How long a tripped endpoint circuit breaker stays open before it lets a probe through; with a short --retry-schedule, keep it shorter than the schedule."`
+	BreakerMinRequests  uint32        `name:"breaker-min-requests" default:"20" env:"HOOKD_BREAKER_MIN_REQUESTS" help:"Answers in the breaker's 60s window before it may trip on --breaker-failure-ratio; that many failures in a row trip it however far apart."`
+	BreakerFailureRatio float64       `name:"breaker-failure-ratio" default:"0.5" env:"HOOKD_BREAKER_FAILURE_RATIO" help:"Share of failed requests in the window that trips the breaker."`
+	EndpointLimitFlags
+}
+
+func (f DispatchFlags) validate() error {
+	if err := f.EndpointLimitFlags.validate(); err != nil {
+		return err
+	}
+	if f.MaxInFlight > f.MaxEndpointInFlight {
+		return fmt.Errorf("--max-in-flight: %d is more than --max-endpoint-in-flight %d", f.MaxInFlight, f.MaxEndpointInFlight)
+	}
+	return nil
+}
+
+// dispatcherConfig is the dispatcher's config from the flags.
+func (f DispatchFlags) dispatcherConfig(t topics.Config) dispatcher.Config {
+	return dispatcher.Config{
+		Topics:               t,
+		MaxInFlight:          f.MaxInFlight,
+		MaxEndpointInFlight:  f.MaxEndpointInFlight,
+		Concurrency:          f.Concurrency,
+		EndpointBacklog:      f.EndpointBacklog,
+		ConnectTimeout:       f.ConnectTimeout,
+		Timeout:              f.RequestTimeout,
+		AllowPrivateNetworks: f.AllowPrivateNetworks,
+		Breaker: dispatcher.BreakerConfig{
+			OpenFor:      f.BreakerOpenFor,
+			MinRequests:  f.BreakerMinRequests,
+			FailureRatio: f.BreakerFailureRatio,
+		},
+	}
 }
 
 // AttemptLogFlags configure the attempt-log writer and endpoint health.
@@ -133,20 +182,7 @@ func (s *roleSet) dispatchRole() daemon.RoleFactory {
 		if err != nil {
 			return nil, err
 		}
-		d, err := dispatcher.New(dispatcher.Config{
-			Topics:               env.Topics,
-			MaxInFlight:          s.dispatch.MaxInFlight,
-			Concurrency:          s.dispatch.Concurrency,
-			EndpointBacklog:      s.dispatch.EndpointBacklog,
-			ConnectTimeout:       s.dispatch.ConnectTimeout,
-			Timeout:              s.dispatch.RequestTimeout,
-			AllowPrivateNetworks: s.dispatch.AllowPrivateNetworks,
-			Breaker: dispatcher.BreakerConfig{
-				OpenFor:      s.dispatch.BreakerOpenFor,
-				MinRequests:  s.dispatch.BreakerMinRequests,
-				FailureRatio: s.dispatch.BreakerFailureRatio,
-			},
-		}, dispatcher.Deps{
+		d, err := dispatcher.New(s.dispatch.dispatcherConfig(env.Topics), dispatcher.Deps{
 			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("dispatch"),
 		})
 		if err != nil {
@@ -235,6 +271,9 @@ type DispatchCmd struct {
 
 // Run implements `hookd dispatch`.
 func (c *DispatchCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	if err := c.DispatchFlags.validate(); err != nil {
+		return usage(err)
+	}
 	s := &roleSet{daemon: c.DaemonFlags, dispatch: c.DispatchFlags}
 	return runRoles(ctx, logger, "dispatch", c.DaemonFlags, s.indexRole(), s.dispatchRole())
 }

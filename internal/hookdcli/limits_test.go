@@ -1,0 +1,69 @@
+package hookdcli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookd/hookd/internal/cmdline"
+	"github.com/hookd/hookd/topics"
+)
+
+// parse parses args into a fresh CLI without running anything.
+func parse(t *testing.T, args ...string) *CLI {
+	t.Helper()
+	var cli CLI
+	parser, err := cmdline.New(&cli, "hookd", description, io.Discard, io.Discard, nil)
+	require.NoError(t, err)
+	_, err = parser.Parse(args)
+	require.NoError(t, err)
+	return &cli
+}
+
+// TestEndpointLimitFlagsReachTheDispatcher: --max-endpoint-in-flight and
+// --request-timeout (the ceiling of endpoint timeouts) become the
+// dispatcher's MaxEndpointInFlight and Timeout, for run and dispatch.
+func TestEndpointLimitFlagsReachTheDispatcher(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"run", "dispatch"} {
+		cli := parse(t, cmd, "--max-endpoint-in-flight", "16", "--request-timeout", "7s", "--allow-private-networks")
+		f := cli.Dispatch.DispatchFlags
+		if cmd == "run" {
+			f = cli.Run.DispatchFlags
+		}
+		require.NoError(t, f.validate())
+		c := f.dispatcherConfig(topics.Config{})
+		require.Equal(t, 16, c.MaxEndpointInFlight, cmd)
+		require.Equal(t, 7*time.Second, c.Timeout, cmd)
+		require.True(t, c.AllowPrivateNetworks, cmd)
+	}
+	c := parse(t, "dispatch").Dispatch.dispatcherConfig(topics.Config{})
+	require.Equal(t, 64, c.MaxEndpointInFlight, "default")
+	require.Equal(t, 10*time.Second, c.Timeout, "default")
+}
+
+// TestBadEndpointLimitsExitTwoWithOneLine: bad limits are refused before
+// anything starts, with one line naming the flag.
+func TestBadEndpointLimitsExitTwoWithOneLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--max-endpoint-in-flight", "0"}, "--max-endpoint-in-flight: must be at least 1, got 0"},
+		{[]string{"dispatch", "--max-endpoint-in-flight", "2"}, "--max-in-flight: 4 is more than --max-endpoint-in-flight 2"},
+		{[]string{"dispatch", "--request-timeout", "0s"}, "--request-timeout: must be positive, got 0s"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Main(context.Background(), tc.args, &stdout, &stderr)
+		require.Equal(t, ExitUsage, code, "%v: %s", tc.args, stderr.String())
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		require.Len(t, lines, 1, stderr.String())
+		require.Equal(t, "hookd: "+tc.want, lines[0])
+	}
+}
