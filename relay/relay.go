@@ -10,9 +10,18 @@
 // always resumes from the slot's confirmed position, never from the
 // server's current one. Exactly one relay streams per slot: leadership is a
 // Postgres advisory lock held on a connection of its own; the others wait
-// and take over when it is released. It never fans out, never writes
-// delivery state, and never skips a row it cannot encode (it stops and
-// says why).
+// and take over when it is released.
+//
+// A row that can never be published never blocks the rows after it: an
+// envelope larger than MaxEnvelopeBytes (the router's limit), or a record
+// Kafka refuses for what it is (MESSAGE_TOO_LARGE, INVALID_RECORD; first
+// retried alone, in case it only shared a refused batch), is dead-lettered
+// to the DLQ topic as a small summary without its payload (reason oversize
+// or unpublishable, with the outbox id, account, type and size), logged
+// and counted, and the slot moves past it like past a published row. Any
+// other produce error stops the stream, which restarts from the last
+// confirmed position. It never fans out, never writes delivery state, and
+// never skips a row it cannot encode (it stops and says why).
 package relay
 
 import (
@@ -22,6 +31,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +42,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/event"
 	"github.com/hookd/hookd/store"
+	"github.com/hookd/hookd/topics"
 )
 
 // HeaderSource marks records the relay produces: its value is "outbox".
@@ -49,6 +61,15 @@ type Config struct {
 	Publication string
 	// EventsTopic receives the envelopes. Defaults to "webhooks.events".
 	EventsTopic string
+	// DLQTopic receives a summary dead letter for each row that can never
+	// be published. Defaults to EventsTopic's prefix followed by ".dlq"
+	// ("webhooks.dlq").
+	DLQTopic string
+	// MaxEnvelopeBytes is the largest envelope the relay publishes; a row
+	// whose envelope is larger is dead-lettered as oversize. It should be
+	// the router's MaxEnvelopeBytes. Between 1024 and topics.MaxEnvelopeBytes
+	// (960 KiB). Defaults to 256 KiB (event.DefaultMaxBytes).
+	MaxEnvelopeBytes int
 	// LockKey is the advisory lock key relays compete for. Defaults to a
 	// hash of Slot.
 	LockKey int64
@@ -91,6 +112,12 @@ func (c *Config) setDefaults() {
 	if c.EventsTopic == "" {
 		c.EventsTopic = "webhooks.events"
 	}
+	if c.DLQTopic == "" {
+		c.DLQTopic = strings.TrimSuffix(c.EventsTopic, ".events") + ".dlq"
+	}
+	if c.MaxEnvelopeBytes == 0 {
+		c.MaxEnvelopeBytes = event.DefaultMaxBytes
+	}
 	if c.LockKey == 0 {
 		h := fnv.New64a()
 		h.Write([]byte("hookd relay " + c.Slot))
@@ -130,6 +157,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("relay publication: %q must be 1..63 of a-z, 0-9 and _", c.Publication)
 	case c.EventsTopic == "":
 		return errors.New("relay events topic: must be set")
+	case c.DLQTopic == c.EventsTopic:
+		return fmt.Errorf("relay dlq topic: must differ from the events topic %q", c.EventsTopic)
+	case c.MaxEnvelopeBytes < 1024 || c.MaxEnvelopeBytes > topics.MaxEnvelopeBytes:
+		return fmt.Errorf("relay max envelope bytes: must be between 1024 and %d, got %d", topics.MaxEnvelopeBytes, c.MaxEnvelopeBytes)
 	case c.LeaderPoll < 10*time.Millisecond:
 		return fmt.Errorf("relay leader poll: must be at least 10ms, got %s", c.LeaderPoll)
 	case c.StatusInterval < 10*time.Millisecond || c.StatusInterval > 30*time.Second:
@@ -184,6 +215,9 @@ type metrics struct {
 	backfilled prometheus.Counter
 	pruned     prometheus.Counter
 	failures   prometheus.Counter
+	// deadLettered counts rows dead-lettered instead of published, by
+	// reason.
+	deadLettered *prometheus.CounterVec
 }
 
 // New validates cfg and returns a Relay; Run starts it.
@@ -216,10 +250,16 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 			Help: "Outbox rows deleted by the relay's pruning."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_stream_failures_total",
 			Help: "Times the replication stream failed and was restarted."}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_relay_events_dead_lettered_total",
+			Help: "Outbox rows dead-lettered instead of published, by reason: oversize (envelope over the limit) or unpublishable (refused by Kafka)."},
+			[]string{"reason"}),
+	}
+	for _, reason := range []string{deadletter.ReasonOversize, deadletter.ReasonUnpublishable} {
+		r.m.deadLettered.WithLabelValues(reason)
 	}
 	if deps.Registerer != nil {
 		for _, c := range []prometheus.Collector{r.m.leader, r.m.retained, r.m.lag, r.m.confirmed, r.m.published,
-			r.m.backfilled, r.m.pruned, r.m.failures} {
+			r.m.backfilled, r.m.pruned, r.m.failures, r.m.deadLettered} {
 			if err := deps.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("relay metrics: %w", err)
 			}
@@ -246,6 +286,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("relay kafka client: %w", err)
 	}
 	defer cl.Close()
+	// A client of its own for retrying a refused record alone: nothing
+	// else shares its batches.
+	solo, err := kgo.NewClient(append(append([]kgo.Opt{}, r.opts...), kgo.DefaultProduceTopic(r.cfg.EventsTopic))...)
+	if err != nil {
+		return fmt.Errorf("relay kafka client: %w", err)
+	}
+	defer solo.Close()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -255,7 +302,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	backoff := r.cfg.RetryBackoff
 	for {
-		led, err := r.lead(ctx, cl)
+		led, err := r.lead(ctx, cl, solo)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -278,7 +325,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // lead waits for the lock, then streams until ctx ends or something
 // fails. led reports whether it got to stream.
-func (r *Relay) lead(ctx context.Context, cl *kgo.Client) (led bool, err error) {
+func (r *Relay) lead(ctx context.Context, cl, solo *kgo.Client) (led bool, err error) {
 	lock, err := r.waitForLock(ctx)
 	if err != nil || lock == nil {
 		return false, err
@@ -322,7 +369,7 @@ func (r *Relay) lead(ctx context.Context, cl *kgo.Client) (led bool, err error) 
 			}
 		}
 	})
-	return true, r.stream(sctx, ctx, cl, &wg)
+	return true, r.stream(sctx, ctx, cl, solo, &wg)
 }
 
 func (r *Relay) waitForLock(ctx context.Context) (*store.LeaderLock, error) {

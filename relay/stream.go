@@ -100,7 +100,7 @@ func (t *tracker) idle(at pglogrepl.LSN) {
 
 // stream runs one replication session until ctx ends (then it drains and
 // returns nil if parent ended too) or it fails.
-func (r *Relay) stream(ctx, parent context.Context, cl *kgo.Client, wg *sync.WaitGroup) error {
+func (r *Relay) stream(ctx, parent context.Context, cl, solo *kgo.Client, wg *sync.WaitGroup) error {
 	conn, err := pgconn.ConnectConfig(ctx, r.replicationConfig())
 	if err != nil {
 		return fmt.Errorf("opening the replication connection: %w", err)
@@ -110,9 +110,11 @@ func (r *Relay) stream(ctx, parent context.Context, cl *kgo.Client, wg *sync.Wai
 	// Produces outlive ctx so that a stopping relay drains; they are
 	// cancelled only once the drain timeout is over.
 	pctx, cancelProduce := context.WithCancel(context.WithoutCancel(ctx))
+	pub := r.startPublisher(pctx, cl, solo)
+	defer pub.wait()
 	defer cancelProduce()
 
-	if err := r.ensureSlot(ctx, conn, cl, pctx); err != nil {
+	if err := r.ensureSlot(ctx, conn, pub); err != nil {
 		return err
 	}
 	start, err := r.st.ReplicationSlotLag(ctx, r.cfg.Slot)
@@ -150,7 +152,7 @@ func (r *Relay) stream(ctx, parent context.Context, cl *kgo.Client, wg *sync.Wai
 	drain := func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DrainTimeout)
 		defer cancel()
-		if err := cl.Flush(fctx); err != nil {
+		if err := pub.flush(fctx); err != nil {
 			r.logger.WarnContext(fctx, "relay drain: unacknowledged records will be re-published by the next leader", "error", err.Error())
 		}
 		cancelProduce()
@@ -224,7 +226,7 @@ func (r *Relay) stream(ctx, parent context.Context, cl *kgo.Client, wg *sync.Wai
 					drain()
 					return fmt.Errorf("replication data: %w", err)
 				}
-				if cur, err = r.handle(pctx, cl, tr, cur, relations, types, xld.WALData); err != nil {
+				if cur, err = r.handle(pub, tr, cur, relations, types, xld.WALData); err != nil {
 					drain()
 					return err
 				}
@@ -234,7 +236,7 @@ func (r *Relay) stream(ctx, parent context.Context, cl *kgo.Client, wg *sync.Wai
 }
 
 // handle applies one pgoutput message and returns the open transaction.
-func (r *Relay) handle(pctx context.Context, cl *kgo.Client, tr *tracker, cur *txn,
+func (r *Relay) handle(pub *publisher, tr *tracker, cur *txn,
 	relations map[uint32]*pglogrepl.RelationMessage, types *pgtype.Map, data []byte) (*txn, error) {
 	lm, err := pglogrepl.Parse(data)
 	if err != nil {
@@ -266,18 +268,11 @@ func (r *Relay) handle(pctx context.Context, cl *kgo.Client, tr *tracker, cur *t
 		if err != nil {
 			return cur, err
 		}
-		rec, err := r.record(row)
-		if err != nil {
-			return cur, err
-		}
 		x := cur
 		tr.add(x)
-		cl.Produce(pctx, rec, func(_ *kgo.Record, err error) {
-			tr.done(x, err)
-			if err == nil {
-				r.m.published.Inc()
-			}
-		})
+		if err := pub.publish(row, r.m.published, func(err error) { tr.done(x, err) }); err != nil {
+			return cur, err
+		}
 	}
 	return cur, nil
 }
@@ -285,7 +280,7 @@ func (r *Relay) handle(pctx context.Context, cl *kgo.Client, tr *tracker, cur *t
 // ensureSlot makes sure the slot exists and has been back-filled: a new
 // slot first publishes the outbox rows committed before it existed, read
 // from the snapshot the slot exports.
-func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn, cl *kgo.Client, pctx context.Context) error {
+func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn, pub *publisher) error {
 	st, err := r.st.ReplicationSlot(ctx, r.cfg.Slot)
 	if err != nil {
 		return err
@@ -322,24 +317,17 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn, cl *kgo.Cli
 	x := tr.begin()
 	var n int64
 	err = r.st.OutboxSnapshot(ctx, res.SnapshotName, func(row store.OutboxRow) error {
-		rec, err := r.record(row)
-		if err != nil {
-			return err
-		}
 		n++
 		tr.add(x)
-		cl.Produce(pctx, rec, func(_ *kgo.Record, err error) {
-			tr.done(x, err)
-			if err == nil {
-				r.m.backfilled.Inc()
-			}
-		})
+		if err := pub.publish(row, r.m.backfilled, func(err error) { tr.done(x, err) }); err != nil {
+			return err
+		}
 		return tr.failed()
 	})
 	if err != nil {
 		return fmt.Errorf("back-filling slot %s: %w", r.cfg.Slot, err)
 	}
-	if err := cl.Flush(ctx); err != nil {
+	if err := pub.flush(ctx); err != nil {
 		return fmt.Errorf("back-filling slot %s: %w", r.cfg.Slot, err)
 	}
 	if err := tr.failed(); err != nil {

@@ -1,0 +1,203 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/store"
+)
+
+// publisher produces the outbox rows of one replication session: each
+// row's envelope to the events topic or, if the row can never be
+// published, a summary dead letter to the DLQ. Either way the row's done
+// is called once, with nil when Kafka acknowledged what stands for it, so
+// the slot moves past it; with an error when the stream must restart.
+type publisher struct {
+	r    *Relay
+	ctx  context.Context // ends once the session has drained
+	cl   *kgo.Client     // batching, shared by every row
+	solo *kgo.Client     // one record at a time, for retrying a row alone
+
+	mu      sync.Mutex
+	queue   []soloItem
+	pending int           // queued or being retried alone
+	idle    chan struct{} // closed while pending is 0
+	wake    chan struct{}
+	done    chan struct{} // closed when the retry worker returns
+}
+
+// soloItem is a row Kafka refused in a batch, to be retried alone.
+type soloItem struct {
+	row       store.OutboxRow
+	rec       *kgo.Record
+	published prometheus.Counter
+	done      func(error)
+}
+
+func (r *Relay) startPublisher(ctx context.Context, cl, solo *kgo.Client) *publisher {
+	p := &publisher{r: r, ctx: ctx, cl: cl, solo: solo, idle: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	close(p.idle)
+	go p.run()
+	return p
+}
+
+// wait returns once the retry worker has stopped (after ctx ended).
+func (p *publisher) wait() { <-p.done }
+
+// publish produces row. An envelope over MaxEnvelopeBytes is dead-lettered
+// as oversize without trying Kafka; a record Kafka refuses for what it is
+// (see permanent) is retried alone, then dead-lettered as unpublishable.
+// Only an envelope that cannot be encoded is an error.
+func (p *publisher) publish(row store.OutboxRow, published prometheus.Counter, done func(error)) error {
+	rec, err := p.r.record(row)
+	if err != nil {
+		return err
+	}
+	if n, limit := len(rec.Value), p.r.cfg.MaxEnvelopeBytes; n > limit {
+		p.deadLetter(row, deadletter.ReasonOversize, "oversize", n, limit,
+			fmt.Sprintf("envelope is %d bytes, the limit is %d", n, limit), done)
+		return nil
+	}
+	p.cl.Produce(p.ctx, rec, func(rec *kgo.Record, err error) {
+		switch {
+		case err == nil:
+			published.Inc()
+			done(nil)
+		case permanent(err):
+			// It may only have shared a batch with the culprit.
+			p.enqueue(soloItem{row: row, rec: rec, published: published, done: done})
+		default:
+			done(err)
+		}
+	})
+	return nil
+}
+
+// permanent reports whether Kafka refused a record for what it is, so that
+// producing it again can never succeed: too large, or invalid. Errors that
+// concern the topic, the cluster, permissions, clocks or the connection are
+// not, whatever their retriability: they would refuse every row alike, so
+// they stop the stream and it retries, rather than dead-lettering every
+// event.
+func permanent(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) || errors.Is(err, kerr.InvalidRecord)
+}
+
+func (p *publisher) enqueue(it soloItem) {
+	p.mu.Lock()
+	p.queue = append(p.queue, it)
+	if p.pending == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.pending++
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run retries queued rows alone, one at a time, until ctx ends.
+func (p *publisher) run() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.wake:
+		}
+		for {
+			p.mu.Lock()
+			if len(p.queue) == 0 {
+				p.mu.Unlock()
+				break
+			}
+			it := p.queue[0]
+			p.queue = p.queue[1:]
+			p.mu.Unlock()
+			p.retryAlone(it)
+			p.mu.Lock()
+			if p.pending--; p.pending == 0 {
+				close(p.idle)
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *publisher) retryAlone(it soloItem) {
+	rec := &kgo.Record{Topic: it.rec.Topic, Key: it.rec.Key, Value: it.rec.Value, Headers: it.rec.Headers}
+	err := p.solo.ProduceSync(p.ctx, rec).FirstErr()
+	p.r.logger.DebugContext(p.ctx, "outbox row refused in a batch, retried alone", "outbox_id", short(it.row.ID), "ok", err == nil)
+	switch {
+	case err == nil:
+		it.published.Inc()
+		it.done(nil)
+	case permanent(err):
+		class := "produce_error"
+		var ke *kerr.Error
+		if errors.As(err, &ke) {
+			class = ke.Message
+		}
+		p.deadLetter(it.row, deadletter.ReasonUnpublishable, class, len(rec.Value), 0, err.Error(), it.done)
+	default:
+		it.done(err)
+	}
+}
+
+// flush waits until every row handed to publish is done or ctx ends.
+func (p *publisher) flush(ctx context.Context) error {
+	for {
+		if err := p.cl.Flush(ctx); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		idle, pending := p.idle, p.pending
+		p.mu.Unlock()
+		if pending == 0 && p.cl.BufferedProduceRecords() == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// deadLetter produces the summary dead letter of row, then calls done.
+func (p *publisher) deadLetter(row store.OutboxRow, reason, class string, size, limit int, detail string, done func(error)) {
+	rec := deadletter.SummaryRecord(p.r.cfg.DLQTopic, []byte(row.Account), deadletter.Summary{
+		OutboxID: row.ID, EventID: row.ID, Account: row.Account, EventType: row.Type, Created: row.CreatedAt,
+		Size: size, Limit: limit, Detail: detail,
+	}, deadletter.Provenance{Reason: reason, ErrorClass: class, DeadAt: time.Now()})
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderSource, Value: []byte("outbox")})
+	p.cl.Produce(p.ctx, rec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			done(fmt.Errorf("dead-lettering outbox row %s (%s): %w", row.ID, reason, err))
+			return
+		}
+		p.r.m.deadLettered.WithLabelValues(reason).Inc()
+		p.r.logger.WarnContext(p.ctx, "outbox row dead-lettered: it can never be published", "outbox_id", short(row.ID),
+			"reason", reason, "account", short(row.Account), "event_type", short(row.Type), "size", size, "error", detail, "dlq_topic", p.r.cfg.DLQTopic)
+		done(nil)
+	})
+}
+
+// short clips a column for a log line (account and type have no length
+// limit in the outbox table).
+func short(s string) string {
+	if len(s) <= 256 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:256], "") + "..."
+}
