@@ -8,11 +8,16 @@
 // (the outbox relay and producers writing to the events topic) come through
 // here. It never sends HTTP and never touches Postgres: the 'pending'
 // delivery rows are written by the attempt-log writer from the deliveries
-// topic, so a Postgres outage does not stop fan-out.
+// topic, so a Postgres outage does not stop fan-out. An oversize envelope
+// is dead-lettered as a summary (deadletter.SummaryRecord: size, limit, id,
+// account and type when readable) rather than a copy: the copy plus the
+// dead-letter headers could exceed the record limit and be refused forever,
+// while the original stays readable at its origin offset.
 package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,8 +60,10 @@ type Config struct {
 	Topics topics.Names
 	// Group is the consumer group id. Defaults to "hookd-router".
 	Group string
-	// MaxEnvelopeBytes rejects larger envelopes as oversize. Defaults to
-	// 256 KiB (event.DefaultMaxBytes).
+	// MaxEnvelopeBytes rejects larger envelopes as oversize; the relay's
+	// MaxEnvelopeBytes should be the same. Between 1024 and
+	// topics.MaxEnvelopeBytes (960 KiB). Defaults to 256 KiB
+	// (event.DefaultMaxBytes).
 	MaxEnvelopeBytes int
 	// MaxPollRecords caps one batch. Defaults to 5000.
 	MaxPollRecords int
@@ -97,8 +104,8 @@ func (c *Config) validate() error {
 		return errors.New("router deliveries topic: must be set")
 	case c.Topics.DLQ == "":
 		return errors.New("router dlq topic: must be set")
-	case c.MaxEnvelopeBytes < 1024 || c.MaxEnvelopeBytes > 16<<20:
-		return fmt.Errorf("router max envelope bytes: must be between 1024 and %d, got %d", 16<<20, c.MaxEnvelopeBytes)
+	case c.MaxEnvelopeBytes < 1024 || c.MaxEnvelopeBytes > topics.MaxEnvelopeBytes:
+		return fmt.Errorf("router max envelope bytes: must be between 1024 and %d, got %d", topics.MaxEnvelopeBytes, c.MaxEnvelopeBytes)
 	case c.MaxPollRecords < 1:
 		return fmt.Errorf("router max poll records: must be at least 1, got %d", c.MaxPollRecords)
 	case c.RetryBackoff < time.Millisecond:
@@ -310,12 +317,32 @@ func (r *Router) deadLetter(rec *kgo.Record, err error) *kgo.Record {
 	r.m.invalid.WithLabelValues(reason).Inc()
 	r.logger.Warn("invalid event envelope dead-lettered", "reason", reason, "detail", detail,
 		"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
-	dl := deadletter.Record(r.cfg.Topics.DLQ, rec, deadletter.Provenance{
+	p := deadletter.Provenance{
 		OriginTopic: rec.Topic, OriginPartition: rec.Partition, OriginOffset: rec.Offset,
 		ErrorClass: reason, Reason: deadletter.ReasonInvalidEnvelope, DeadAt: time.Now(),
-	})
+	}
+	var dl *kgo.Record
+	if reason == string(event.ReasonOversize) {
+		dl = deadletter.SummaryRecord(r.cfg.Topics.DLQ, rec.Key, oversizeSummary(rec.Value, r.cfg.MaxEnvelopeBytes, detail), p)
+	} else {
+		dl = deadletter.Record(r.cfg.Topics.DLQ, rec, p)
+	}
 	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderEnvelopeError, Value: []byte(detail)})
 	return dl
+}
+
+// oversizeSummary describes an oversize envelope: its size, the limit, and
+// its id, account and type if it is a JSON object that has them.
+func oversizeSummary(value []byte, limit int, detail string) deadletter.Summary {
+	var head struct {
+		ID      any `json:"id"`
+		Account any `json:"account"`
+		Type    any `json:"type"`
+	}
+	_ = json.Unmarshal(value, &head) // best effort: the summary stands without them
+	str := func(v any) string { s, _ := v.(string); return s }
+	return deadletter.Summary{EventID: str(head.ID), Account: str(head.Account), EventType: str(head.Type),
+		Size: len(value), Limit: limit, Detail: detail}
 }
 
 // produceAll produces recs and waits for every ack, re-producing the
