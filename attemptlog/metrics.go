@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookd_attempt_log_records_total",
-			Help: "Records consumed, by result: inserted, duplicate (attempts already in the log), invalid (skipped, logged), pending (delivery records whose pending row was written, or already there).",
+			Help: "Records consumed, by result: inserted, duplicate (attempts already in the log), invalid (skipped, logged), pending (delivery records whose pending row was written, or already there), account_mismatch (records whose account is not their endpoint's or their delivery row's: logged with a WARN, kept out of that account's state).",
 		}, []string{"result"}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookd_attempt_log_write_errors_total",

@@ -11,8 +11,13 @@
 // stay in Kafka and are read again. While Postgres is down the writer stops
 // polling (memory stays bounded by one fetch) and retries the same batch with
 // backoff; dispatchers keep producing to Kafka unaffected. Writes are
-// idempotent, so records read twice change nothing. It never makes delivery
-// decisions and never sends HTTP.
+// idempotent, so records read twice change nothing. A record whose account
+// (hookd-account) is not the account of the endpoint id it names, or of the
+// delivery row with its id, is logged under its own account with one WARN,
+// and never moves another account's state: no endpoint health, no delivery
+// row but its own, and its own only to dead (never delivered on the word of
+// another account's receiver). It never makes delivery decisions and never
+// sends HTTP.
 package attemptlog
 
 import (
@@ -272,6 +277,7 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *health.Announc
 	w.m.writeSeconds.Observe(time.Since(start).Seconds())
 	w.m.lag.Set(max(w.deps.Clock().Sub(oldest).Seconds(), 0))
 	w.count(decoded, res)
+	w.warnMismatches(wctx, res.Mismatched)
 	if len(res.Disabled) > 0 {
 		// Errors are logged by the announcer; the events stay owed in
 		// Postgres and the health monitor produces them later.
@@ -294,12 +300,13 @@ func (w *Writer) writePending(ctx context.Context, rows []store.PendingDelivery,
 	var wait time.Duration
 	for try := 1; len(rows) > 0; try++ {
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
-		err := w.deps.Store.InsertPendingDeliveries(tctx, rows)
+		mismatched, err := w.deps.Store.WritePendingDeliveries(tctx, rows)
 		cancel()
 		switch {
 		case err == nil:
 			w.m.postgresUp.Set(1)
 			w.m.records.WithLabelValues("pending").Add(float64(len(rows)))
+			w.warnMismatches(ctx, mismatched)
 			return nil
 		case errors.Is(err, store.ErrInvalidData):
 			w.m.writeErrors.WithLabelValues("invalid").Inc()
@@ -381,6 +388,7 @@ func (w *Writer) split(ctx context.Context, recs []*attempt.Record, oldest time.
 		left.Inserted[id] = true
 	}
 	left.Disabled = append(left.Disabled, right.Disabled...)
+	left.Mismatched = append(left.Mismatched, right.Mismatched...)
 	return left, nil
 }
 
@@ -402,6 +410,18 @@ func (w *Writer) count(recs []*attempt.Record, res store.WriteAttemptsResult) {
 		if r.NextAction == attempt.NextDeadLetter {
 			w.m.dlq.WithLabelValues(reasonLabel(r.DeadReason)).Inc()
 		}
+	}
+}
+
+// warnMismatches logs one WARN per record whose account is not the account
+// of the endpoint (or delivery row) it names, and counts it: the store
+// kept it out of the other account's state.
+func (w *Writer) warnMismatches(ctx context.Context, ms []store.AccountMismatch) {
+	for _, m := range ms {
+		w.m.records.WithLabelValues("account_mismatch").Inc()
+		w.deps.Logger.WarnContext(ctx, "record's account is not its endpoint's; kept out of that account's delivery state and endpoint health",
+			"attempt_id", m.AttemptID, "delivery_id", m.DeliveryID, "endpoint_id", m.EndpointID,
+			"account", m.Account, "owner_account", m.Owner)
 	}
 }
 

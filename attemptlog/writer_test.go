@@ -372,7 +372,7 @@ func TestWriterDisablesEndpoints(t *testing.T) {
 	b.startWriter(t, attemptlog.Config{DisableAfter: 72 * time.Hour}, b.reg)
 
 	mk := func(id, ep string, n int, at time.Time, o attempt.Outcome) *attempt.Record {
-		r := &attempt.Record{AttemptID: id, DeliveryID: "d-" + id, EventID: "e-" + id, EndpointID: ep, Attempt: n,
+		r := &attempt.Record{AttemptID: id, DeliveryID: "d-" + id, EventID: "e-" + id, EndpointID: ep, Account: "acct_1", Attempt: n,
 			Tier: "webhooks.deliveries", StartedAt: at, Outcome: o, NextAction: attempt.NextRetry, NextDueAt: at.Add(time.Minute)}
 		switch o {
 		case attempt.OutcomeGone:

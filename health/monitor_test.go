@@ -51,7 +51,7 @@ func TestMonitorDisablesSilentFailingEndpointsAndFlushesOwedEvents(t *testing.T)
 	}
 	// ep-silent failed once, three days and more ago, and then got no attempt.
 	_, err := db.Store.WriteAttempts(ctx, store.WriteAttemptsParams{Now: t0, DisableAfter: 72 * time.Hour,
-		Records: []*attempt.Record{{AttemptID: "a1", DeliveryID: "d1", EventID: "e1", EndpointID: "ep-silent", Attempt: 1,
+		Records: []*attempt.Record{{AttemptID: "a1", DeliveryID: "d1", EventID: "e1", EndpointID: "ep-silent", Account: "acct_1", Attempt: 1,
 			Tier: "webhooks.deliveries", StartedAt: t0, Outcome: attempt.OutcomeRetry, NextAction: attempt.NextRetry, NextDueAt: t0}}})
 	require.NoError(t, err)
 	// ep-owed was disabled (here by hand, as another tool would) and its

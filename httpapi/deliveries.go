@@ -52,7 +52,10 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, c caller
 	if !ok {
 		return
 	}
-	ds, err := be.Store.ListDeliveries(r.Context(), store.ListDeliveriesParams{EndpointID: e.ID, Status: status, Before: before, Limit: limit})
+	// The endpoint's account, whoever asks: another account's rows under
+	// the same endpoint id never list here.
+	ds, err := be.Store.ListDeliveries(r.Context(), store.ListDeliveriesParams{EndpointID: e.ID, Account: e.Account,
+		Status: status, Before: before, Limit: limit})
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -64,21 +67,32 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, c caller
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// scope is the account a delivery-log read is restricted to: the caller's,
+// or every account for the admin token.
+func (c caller) scope() string {
+	if c.admin {
+		return store.AnyAccount
+	}
+	return c.account
+}
+
 type deliveryOut struct {
 	store.Delivery
 	Timeline []store.Attempt `json:"attempts_log"`
 }
 
+// timeline adds the attempts of d's own account: attempts another
+// account's records made under the same delivery id never show.
 func (s *Server) timeline(ctx context.Context, d store.Delivery) (deliveryOut, error) {
 	be, _ := s.backend()
-	as, err := be.Store.AttemptsOfDelivery(ctx, d.ID, 0)
+	as, err := be.Store.AttemptsOfDelivery(ctx, d.Account, d.ID, 0)
 	return deliveryOut{Delivery: d, Timeline: as}, err
 }
 
 func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request, c caller) {
 	be, _ := s.backend()
 	id := r.PathValue("id")
-	d, err := be.Store.GetDelivery(r.Context(), id)
+	d, err := be.Store.GetDelivery(r.Context(), c.scope(), id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !c.owns(d.Account)) {
 		writeError(w, http.StatusNotFound, "not_found", "delivery "+id+" not found")
 		return
@@ -98,7 +112,7 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request, c caller) {
 func (s *Server) eventDeliveries(w http.ResponseWriter, r *http.Request, c caller) {
 	be, _ := s.backend()
 	id := r.PathValue("id")
-	ds, err := be.Store.DeliveriesOfEvent(r.Context(), id)
+	ds, err := be.Store.DeliveriesOfEvent(r.Context(), c.scope(), id)
 	if err != nil {
 		s.internal(w, r, err)
 		return

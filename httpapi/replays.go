@@ -78,60 +78,71 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request, c caller) {
 	s.startReplay(w, r, c, req)
 }
 
-// startReplay answers a dry run at once (200 with the counts) and starts a
-// real replay in the background (202 with its audit row, to poll at
-// /v1/replays/{id}); a request already done answers 200 with its row.
+// startReplay answers a dry run at once (200 with the counts), and for a
+// real replay writes its audit row first, then starts it in the
+// background (202 with the row's location, to poll at /v1/replays/{id}):
+// a 202 always points to a row. A request already done answers 200 with
+// its row.
 func (s *Server) startReplay(w http.ResponseWriter, r *http.Request, c caller, req replay.Request) {
 	be, baseCtx := s.backend()
 	if !c.admin {
 		req.Account = c.account
 	}
-	if err := replay.Check(r.Context(), be.Replay, &req); err != nil {
-		switch {
-		case errors.Is(err, replay.ErrEndpointNotFound):
-			writeError(w, http.StatusNotFound, "not_found", err.Error())
-		case errors.Is(err, replay.ErrEndpointDisabled):
-			writeError(w, http.StatusConflict, "endpoint_disabled", err.Error())
-		case errors.Is(err, replay.ErrInvalid):
-			writeError(w, http.StatusBadRequest, "invalid", err.Error())
-		default:
-			s.internal(w, r, err)
-		}
-		return
-	}
 	if req.DryRun {
 		res, err := replay.Run(r.Context(), be.Replay, req)
 		if err != nil {
-			s.internal(w, r, err)
+			s.replayError(w, r, c, req, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	id := req.ID
-	if id == "" {
-		id = req.DerivedID()
+	p, err := replay.Prepare(r.Context(), be.Replay, req)
+	if err != nil {
+		s.replayError(w, r, c, req, err)
+		return
 	}
-	if row, err := be.Store.GetReplay(r.Context(), id); err == nil {
-		if !c.admin && row.Account != c.account {
-			writeError(w, http.StatusConflict, "conflict", "replay id "+id+" is taken")
-			return
-		}
-		if row.Status == store.ReplayDone {
-			writeJSON(w, http.StatusOK, replay.Result{Replay: row, AlreadyDone: true})
-			return
-		}
+	row := p.Row()
+	if row.Status == store.ReplayDone {
+		writeJSON(w, http.StatusOK, replay.Result{Replay: row, AlreadyDone: true})
+		return
 	}
 	s.runs.Go(func() {
-		res, err := replay.Run(baseCtx, be.Replay, req)
+		res, err := p.Run(baseCtx)
 		if err != nil {
-			s.logger.WarnContext(baseCtx, "api replay stopped", "replay_id", id, "status", res.Status, "error", err)
+			s.logger.WarnContext(baseCtx, "api replay stopped", "replay_id", row.ID, "status", res.Status, "error", err)
 			return
 		}
-		s.logger.InfoContext(baseCtx, "api replay finished", "replay_id", id, "replayed", res.Replayed, "skipped", res.Skipped)
+		s.logger.InfoContext(baseCtx, "api replay finished", "replay_id", row.ID, "replayed", res.Replayed, "skipped", res.Skipped)
 	})
-	w.Header().Set("Location", "/v1/replays/"+id)
-	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "status": store.ReplayRunning, "location": "/v1/replays/" + id})
+	w.Header().Set("Location", "/v1/replays/"+row.ID)
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": row.ID, "status": store.ReplayRunning, "location": "/v1/replays/" + row.ID})
+}
+
+// replayError answers a replay request the replay package refused.
+func (s *Server) replayError(w http.ResponseWriter, r *http.Request, c caller, req replay.Request, err error) {
+	switch {
+	case errors.Is(err, replay.ErrEndpointNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, replay.ErrEndpointDisabled):
+		writeError(w, http.StatusConflict, "endpoint_disabled", err.Error())
+	case errors.Is(err, replay.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, replay.ErrRequestMismatch):
+		// The message names the other request's actor and reason: only
+		// the admin token sees it.
+		id := req.ID
+		if id == "" {
+			id = req.DerivedID()
+		}
+		msg := "replay id " + id + " is taken by a different request"
+		if c.admin {
+			msg = err.Error()
+		}
+		writeError(w, http.StatusConflict, "conflict", msg)
+	default:
+		s.internal(w, r, err)
+	}
 }
 
 func (s *Server) listReplays(w http.ResponseWriter, r *http.Request, c caller) {

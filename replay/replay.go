@@ -7,9 +7,12 @@
 // every dead-letter partition) is saved only after the broker acknowledged
 // the records replayed before it, and a resumed run first reads back what
 // an interrupted run produced, so one request never replays a dead letter
-// twice. It never sends HTTP (the dispatcher does, through the normal
-// path), never holds more than one fetch and one produce chunk in memory,
-// and never changes a dead letter.
+// twice. A dead letter is replayed only to an existing endpoint of its own
+// account (its hookd-account header), for a request of that account or an
+// operator's; any other is skipped as account_mismatch and never sent. It
+// never sends HTTP (the dispatcher does, through the normal path), never
+// holds more than one fetch and one produce chunk in memory, and never
+// changes a dead letter.
 package replay
 
 import (
@@ -25,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -43,6 +47,24 @@ const HeaderSource = "hookd-replay-source"
 const (
 	KindDLQ    = "dlq"    // hookctl dlq replay, POST /v1/replays
 	KindResend = "resend" // hookctl endpoints resend, POST /v1/endpoints/{id}/resend
+)
+
+// Skip reasons: why a matching dead letter was not replayed, the keys of
+// Result.Skips (and of "skips" in a replay's progress).
+const (
+	// SkipUnreplayable: not a delivery (an invalid envelope, a malformed record).
+	SkipUnreplayable = "unreplayable"
+	// SkipEndpointDeleted: its endpoint no longer exists.
+	SkipEndpointDeleted = "endpoint_deleted"
+	// SkipEndpointDisabled: its endpoint is disabled and Force is not set.
+	SkipEndpointDisabled = "endpoint_disabled"
+	// SkipAccountMismatch: the record's account (its hookd-account header)
+	// is not its endpoint's account, or not the account asking for the
+	// replay. It is never sent: an endpoint never receives another
+	// account's records.
+	SkipAccountMismatch = "account_mismatch"
+	// SkipOwnDeath: the death of a record this very replay sent.
+	SkipOwnDeath = "died_in_this_replay"
 )
 
 // Errors callers branch on.
@@ -165,9 +187,12 @@ type Result struct {
 	// AlreadyDone is set when the request had completed before this call:
 	// nothing was replayed again.
 	AlreadyDone bool `json:"already_done,omitempty"`
-	// SkippedEndpoints lists, per endpoint, why its dead letters were not
-	// replayed (disabled, deleted).
+	// SkippedEndpoints lists, per endpoint, why its dead letters (or some
+	// of them, for an account mismatch) were not replayed.
 	SkippedEndpoints map[string]string `json:"skipped_endpoints,omitempty"`
+	// Skips counts the skipped dead letters by reason (SkipAccountMismatch,
+	// ...), over every run of the request.
+	Skips map[string]int64 `json:"skips,omitempty"`
 	// Unreplayable counts matching records that are not deliveries.
 	Unreplayable int64 `json:"unreplayable,omitempty"`
 }
@@ -196,6 +221,8 @@ type progress struct {
 	// run reads from there to find them.
 	Markers map[int32]int64 `json:"markers"`
 	Scanned int64           `json:"scanned"`
+	// Skips counts the skipped dead letters by reason.
+	Skips map[string]int64 `json:"skips,omitempty"`
 }
 
 func (r *Request) specs() (since, until string) {
@@ -243,12 +270,16 @@ func (r *Request) validate() error {
 		return fmt.Errorf("%w: kind %q", ErrInvalid, r.Kind)
 	case strings.TrimSpace(r.Reason) == "":
 		return fmt.Errorf("%w: a reason is required (--reason)", ErrInvalid)
-	case len(r.Reason) > 1024:
-		return fmt.Errorf("%w: reason: at most 1024 characters", ErrInvalid)
 	case strings.TrimSpace(r.Actor) == "":
 		return fmt.Errorf("%w: an actor is required (--actor)", ErrInvalid)
-	case len(r.Actor) > 255:
-		return fmt.Errorf("%w: actor: at most 255 characters", ErrInvalid)
+	}
+	if err := checkText("reason", r.Reason, MaxReasonLen); err != nil {
+		return err
+	}
+	if err := checkText("actor", r.Actor, MaxActorLen); err != nil {
+		return err
+	}
+	switch {
 	case r.Limit < 0:
 		return fmt.Errorf("%w: limit must not be negative, got %d", ErrInvalid, r.Limit)
 	case r.Rate < 0:
@@ -264,6 +295,26 @@ func (r *Request) validate() error {
 	}
 	if err := r.Filter.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Bounds of the free text of a request, in characters.
+const (
+	MaxReasonLen = 1000
+	MaxActorLen  = 255
+)
+
+// checkText refuses what the audit row cannot store faithfully (a NUL
+// byte, invalid UTF-8) or should not (more than max characters).
+func checkText(field, s string, max int) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s: must not contain NUL bytes", ErrInvalid, field)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s: must be valid UTF-8", ErrInvalid, field)
+	case utf8.RuneCountInString(s) > max:
+		return fmt.Errorf("%w: %s: at most %d characters, got %d", ErrInvalid, field, max, utf8.RuneCountInString(s))
 	}
 	return nil
 }
@@ -294,24 +345,54 @@ func Check(ctx context.Context, deps Deps, req *Request) error {
 // interrupted run of the same request. It returns the audit row as saved.
 // ctx ending interrupts the run (status interrupted, progress kept).
 func Run(ctx context.Context, deps Deps, req Request) (Result, error) {
+	if req.DryRun {
+		if err := Check(ctx, deps, &req); err != nil {
+			return Result{}, err
+		}
+		return dryRun(ctx, withLogger(deps), req)
+	}
+	p, err := Prepare(ctx, deps, req)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.Run(ctx)
+}
+
+func withLogger(deps Deps) Deps {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := req.validate(); err != nil {
-		return Result{}, err
+	return deps
+}
+
+// Prepared is a checked replay request whose audit row exists: what an
+// API answers 202 for, before running it in the background, so that the
+// row it points to is always there.
+type Prepared struct {
+	deps   Deps
+	req    Request
+	row    store.Replay
+	stored storedFilter
+}
+
+// Prepare validates req (not a dry run), refuses a bad target endpoint,
+// and creates its audit row, or finds the row of the same request made
+// before (ErrRequestMismatch when an explicit id names another request).
+// Nothing is replayed until Run.
+func Prepare(ctx context.Context, deps Deps, req Request) (*Prepared, error) {
+	deps = withLogger(deps)
+	if req.DryRun {
+		return nil, fmt.Errorf("%w: a dry run is not prepared, run it", ErrInvalid)
 	}
-	if err := checkTargetEndpoint(ctx, deps, &req); err != nil {
-		return Result{}, err
+	if err := Check(ctx, deps, &req); err != nil {
+		return nil, err
 	}
 	hash := req.requestHash()
 	since, until := req.specs()
 	filterJSON, err := json.Marshal(storedFilter{Filter: req.Filter, SinceSpec: since, UntilSpec: until,
 		Limit: req.Limit, Force: req.Force, RequestHash: hash})
 	if err != nil {
-		return Result{}, err
-	}
-	if req.DryRun {
-		return dryRun(ctx, deps, req, filterJSON)
+		return nil, err
 	}
 	id := req.ID
 	if id == "" {
@@ -320,33 +401,45 @@ func Run(ctx context.Context, deps Deps, req Request) (Result, error) {
 	row, _, err := deps.Store.CreateReplay(ctx, store.Replay{ID: id, Kind: req.Kind, Actor: req.Actor, Reason: req.Reason,
 		Account: req.Account, Filter: filterJSON})
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	var stored storedFilter
 	if err := json.Unmarshal(row.Filter, &stored); err != nil {
-		return Result{}, fmt.Errorf("replay %s: reading its filter: %w", id, err)
+		return nil, fmt.Errorf("replay %s: reading its filter: %w", id, err)
 	}
 	if stored.RequestHash != hash || row.Kind != req.Kind || row.Account != req.Account {
-		return Result{}, fmt.Errorf("%w: %s was created by %s for %q", ErrRequestMismatch, id, row.Actor, row.Reason)
+		return nil, fmt.Errorf("%w: %s was created by %s for %q", ErrRequestMismatch, id, row.Actor, row.Reason)
 	}
-	if row.Status == store.ReplayDone {
-		return Result{Replay: row, AlreadyDone: true}, nil
+	return &Prepared{deps: deps, req: req, row: row, stored: stored}, nil
+}
+
+// Row is the audit row as Prepare found or created it.
+func (p *Prepared) Row() store.Replay { return p.row }
+
+// Run carries the request out, or resumes it; a request already done
+// replays nothing again (Result.AlreadyDone).
+func (p *Prepared) Run(ctx context.Context) (Result, error) {
+	id := p.row.ID
+	if p.row.Status == store.ReplayDone {
+		return Result{Replay: p.row, AlreadyDone: true}, nil
 	}
-	lock, err := deps.Store.LockReplay(ctx, id)
+	lock, err := p.deps.Store.LockReplay(ctx, id)
 	if err != nil {
 		return Result{}, err
 	}
 	defer lock.Unlock()
 	// Read again under the lock: another run may have finished meanwhile.
-	if row, err = deps.Store.GetReplay(ctx, id); err != nil {
+	row, err := p.deps.Store.GetReplay(ctx, id)
+	if err != nil {
 		return Result{}, err
 	}
 	if row.Status == store.ReplayDone {
 		return Result{Replay: row, AlreadyDone: true}, nil
 	}
 	// The stored filter wins: "24h" means 24h before the first run.
-	req.Filter, req.Limit = stored.Filter, stored.Limit
-	r := &runner{deps: deps, req: req, row: row, skippedEPs: map[string]string{}, eps: map[string]epState{}}
+	req := p.req
+	req.Filter, req.Limit = p.stored.Filter, p.stored.Limit
+	r := &runner{deps: p.deps, req: req, row: row, skippedEPs: map[string]string{}, eps: map[string]epState{}}
 	return r.run(ctx)
 }
 
@@ -373,8 +466,13 @@ func checkTargetEndpoint(ctx context.Context, deps Deps, req *Request) error {
 	return nil
 }
 
+// epState is what a run knows of one endpoint.
 type epState struct {
-	skip string // why its dead letters are skipped; empty: replay
+	// account is the endpoint's account; empty when it was deleted.
+	account string
+	// skip says why its dead letters are skipped (SkipEndpointDeleted,
+	// SkipEndpointDisabled); empty: replay.
+	skip string
 }
 
 // endpointState looks an endpoint up once per run.
@@ -386,42 +484,86 @@ func endpointState(ctx context.Context, deps Deps, cache map[string]epState, id 
 	ep, err := deps.Store.GetEndpoint(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		s.skip = "endpoint deleted"
+		s.skip = SkipEndpointDeleted
 	case err != nil:
 		return s, err
-	case !ep.Active() && !force:
-		s.skip = "endpoint disabled (use --force)"
+	default:
+		s.account = ep.Account
+		if !ep.Active() && !force {
+			s.skip = SkipEndpointDisabled
+		}
 	}
 	cache[id] = s
 	return s, nil
 }
 
-func dryRun(ctx context.Context, deps Deps, req Request, filterJSON []byte) (Result, error) {
-	res := Result{SkippedEndpoints: map[string]string{}}
+// skipText is what a skip reason says in an entry's action and in
+// Result.SkippedEndpoints.
+var skipText = map[string]string{
+	SkipEndpointDeleted:  "endpoint deleted",
+	SkipEndpointDisabled: "endpoint disabled (use --force)",
+	SkipAccountMismatch:  "account_mismatch: the record's account is not the endpoint's or the request's",
+	SkipOwnDeath:         "died in this replay",
+}
+
+// skipReason decides whether a matching, replayable dead letter is
+// skipped, and why: a record goes only to an existing endpoint of its own
+// account, for a request of that account (or an operator's).
+func skipReason(e *Entry, s epState, reqAccount string) string {
+	switch {
+	case s.skip == SkipEndpointDeleted:
+		return s.skip
+	case e.Account != s.account || (reqAccount != "" && e.Account != reqAccount):
+		return SkipAccountMismatch
+	}
+	return s.skip
+}
+
+// dryEntry decides a dry run's action on one matching dead letter; reason
+// is empty when it would be replayed.
+func dryEntry(ctx context.Context, deps Deps, req Request, eps map[string]epState, e *Entry) (reason, action string, err error) {
+	if e.Unreplayable != "" {
+		return SkipUnreplayable, "skip: " + e.Unreplayable, nil
+	}
+	s, err := endpointState(ctx, deps, eps, e.EndpointID, req.Force)
+	if err != nil {
+		return "", "", err
+	}
+	if reason = skipReason(e, s, req.Account); reason != "" {
+		return reason, "skip: " + skipText[reason], nil
+	}
+	return "", "replay", nil
+}
+
+func dryRun(ctx context.Context, deps Deps, req Request) (Result, error) {
+	since, until := req.specs()
+	filterJSON, err := json.Marshal(storedFilter{Filter: req.Filter, SinceSpec: since, UntilSpec: until,
+		Limit: req.Limit, Force: req.Force, RequestHash: req.requestHash()})
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{SkippedEndpoints: map[string]string{}, Skips: map[string]int64{}}
 	eps := map[string]epState{}
 	var matched, skipped int64
-	_, err := Scan(ctx, deps, req.Filter, func(e Entry) error {
-		action := "replay"
-		if e.Unreplayable != "" {
-			action = "skip: " + e.Unreplayable
-			res.Unreplayable++
-		} else {
-			s, err := endpointState(ctx, deps, eps, e.EndpointID, req.Force)
-			if err != nil {
-				return err
-			}
-			if s.skip != "" {
-				action = "skip: " + s.skip
-				res.SkippedEndpoints[e.EndpointID] = s.skip
-			}
+	_, err = Scan(ctx, deps, req.Filter, func(e Entry) error {
+		reason, action, err := dryEntry(ctx, deps, req, eps, &e)
+		if err != nil {
+			return err
 		}
-		if action == "replay" {
+		switch reason {
+		case "":
 			if req.Limit > 0 && res.Replayed >= req.Limit {
 				return errStop
 			}
 			res.Replayed++ // would be replayed
-		} else {
+		case SkipUnreplayable:
+			res.Unreplayable++
+		default:
+			res.SkippedEndpoints[e.EndpointID] = skipText[reason]
+		}
+		if reason != "" {
 			skipped++
+			res.Skips[reason]++
 		}
 		matched++
 		if req.OnEntry != nil {
@@ -443,6 +585,9 @@ func dryRun(ctx context.Context, deps Deps, req Request, filterJSON []byte) (Res
 	res.Replay = row
 	if len(res.SkippedEndpoints) == 0 {
 		res.SkippedEndpoints = nil
+	}
+	if len(res.Skips) == 0 {
+		res.Skips = nil
 	}
 	return res, nil
 }
@@ -514,6 +659,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	// Handled since the last save; applied when the chunk is acknowledged.
 	next := map[int32]int64{}
 	var dScanned, dMatched, dSkipped, dBefore int64
+	dSkips := map[string]int64{}
 	flush := func() error {
 		if len(pending) > 0 {
 			if err := cl.ProduceSync(ctx, pending...).FirstErr(); err != nil {
@@ -539,6 +685,13 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		r.row.Skipped += dSkipped
 		r.row.Replayed += dBefore
 		dScanned, dMatched, dSkipped, dBefore = 0, 0, 0, 0
+		for reason, n := range dSkips {
+			if r.prog.Skips == nil {
+				r.prog.Skips = map[string]int64{}
+			}
+			r.prog.Skips[reason] += n
+			delete(dSkips, reason)
+		}
 		for p, o := range next {
 			r.prog.Next[p] = o
 			delete(next, p)
@@ -558,20 +711,21 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 					continue
 				}
 				dMatched++
-				action, err := r.action(ctx, &e)
+				action, reason, err := r.action(ctx, &e)
 				if err != nil {
 					return err
 				}
 				if r.req.OnEntry != nil {
 					r.req.OnEntry(e, action)
 				}
-				switch action {
-				case "replay":
-				case "replayed before":
+				switch {
+				case action == "replay":
+				case action == "replayed before":
 					dBefore++
 					continue
 				default:
 					dSkipped++
+					dSkips[reason]++
 					continue
 				}
 				if err := pace.wait(ctx); err != nil {
@@ -593,32 +747,39 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	return r.finish(ctx, err)
 }
 
-// action decides what to do with a matching dead letter.
-func (r *runner) action(ctx context.Context, e *Entry) (string, error) {
+// action decides what to do with a matching dead letter: "replay",
+// "replayed before", or "skip: <why>" with the skip reason.
+func (r *runner) action(ctx context.Context, e *Entry) (action, reason string, err error) {
 	if e.Unreplayable != "" {
 		r.unreplay++
-		return "skip: " + e.Unreplayable, nil
+		return "skip: " + e.Unreplayable, SkipUnreplayable, nil
 	}
 	pos := strconv.Itoa(int(e.Partition)) + "/" + strconv.FormatInt(e.Offset, 10)
 	if r.recovered[pos] {
 		delete(r.recovered, pos)
 		r.pendingRecovered--
-		return "replayed before", nil
+		return "replayed before", "", nil
 	}
 	if e.ReplayID == r.row.ID {
 		// The death of one of this request's own replays (possible only
 		// with an explicit id reused across DLQ snapshots): never again.
-		return "skip: died in this replay", nil
+		return "skip: " + skipText[SkipOwnDeath], SkipOwnDeath, nil
 	}
 	s, err := endpointState(ctx, r.deps, r.eps, e.EndpointID, r.req.Force)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	if s.skip != "" {
-		r.skippedEPs[e.EndpointID] = s.skip
-		return "skip: " + s.skip, nil
+	if reason := skipReason(e, s, r.req.Account); reason != "" {
+		if reason == SkipAccountMismatch {
+			r.deps.Logger.WarnContext(ctx, "replay skips a dead letter whose account is not its endpoint's or the request's",
+				"replay_id", r.row.ID, "endpoint_id", e.EndpointID, "delivery_id", e.DeliveryID, "event_id", e.EventID,
+				"record_account", e.Account, "endpoint_account", s.account, "request_account", r.req.Account,
+				"dlq_partition", e.Partition, "dlq_offset", e.Offset)
+		}
+		r.skippedEPs[e.EndpointID] = skipText[reason]
+		return "skip: " + skipText[reason], reason, nil
 	}
-	return "replay", nil
+	return "replay", "", nil
 }
 
 // record builds the replayed delivery: same key, body, delivery and event
@@ -742,7 +903,7 @@ func (r *runner) finish(ctx context.Context, runErr error) (Result, error) {
 	if err != nil {
 		row = r.row
 	}
-	res := Result{Replay: row, Unreplayable: r.unreplay}
+	res := Result{Replay: row, Unreplayable: r.unreplay, Skips: r.prog.Skips}
 	if len(r.skippedEPs) > 0 {
 		res.SkippedEndpoints = r.skippedEPs
 	}

@@ -44,6 +44,26 @@ type WriteAttemptsResult struct {
 	Inserted map[string]bool
 	// Disabled lists the endpoints this batch disabled.
 	Disabled []DisabledEndpoint
+	// Mismatched lists the attempts new to the log whose account is not
+	// their endpoint's (or their delivery row's): they are logged under
+	// their own account but move no other account's state (see
+	// WriteAttempts).
+	Mismatched []AccountMismatch
+}
+
+// AccountMismatch is a record whose account (its hookd-account) is not the
+// account of the endpoint id it names (live or deleted), or not the
+// account of the delivery row its delivery id names. Records of one account
+// never change another account's rows.
+type AccountMismatch struct {
+	// AttemptID is empty for a pending delivery row.
+	AttemptID  string
+	DeliveryID string
+	EndpointID string
+	// Account is the record's account; Owner the account of the endpoint
+	// or delivery row it collides with.
+	Account string
+	Owner   string
 }
 
 // Disable reasons, the machine-readable prefix of
@@ -88,16 +108,16 @@ const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
 	attempt integer NOT NULL, tier text NOT NULL, started_at timestamptz NOT NULL, duration_ms integer NOT NULL,
 	status_code integer, outcome text NOT NULL, error_class text, error text, response_excerpt text,
 	next_action text NOT NULL, next_due_at timestamptz, dead_reason text, dlq_topic text, dlq_partition integer,
-	dlq_offset bigint, replay_id text, fresh boolean NOT NULL DEFAULT false
+	dlq_offset bigint, replay_id text, fresh boolean NOT NULL DEFAULT false, foreign_account text
 ) ON COMMIT DELETE ROWS`
 
 // Append the batch; mark in staging the rows that were new to the log. Only
 // those change delivery state and endpoint health, so a redelivered record
 // never counts twice.
 const insertAttempts = `WITH ins AS (
-	INSERT INTO webhooks.attempts (attempt_id, delivery_id, event_id, endpoint_id, attempt, tier, started_at,
+	INSERT INTO webhooks.attempts (attempt_id, delivery_id, event_id, endpoint_id, account, attempt, tier, started_at,
 		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id)
-	SELECT attempt_id, delivery_id, event_id, endpoint_id, attempt, tier, started_at,
+	SELECT attempt_id, delivery_id, event_id, endpoint_id, account, attempt, tier, started_at,
 		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id
 	FROM hookd_attempts_in
 	ON CONFLICT DO NOTHING
@@ -107,10 +127,30 @@ UPDATE hookd_attempts_in i SET fresh = true FROM ins
 WHERE i.attempt_id = ins.attempt_id AND i.started_at = ins.started_at
 RETURNING i.attempt_id`
 
+// Mark the new rows whose account is not their endpoint's (the account
+// that created the endpoint id, live or deleted: ids are never reused) or
+// not their delivery row's. Such an attempt was made for one account at an
+// endpoint of another (a forged or stale record, or one from before ids
+// were kept): it stays in the log under its own account, never touches the
+// endpoint's health, and moves only its own account's delivery row, and
+// only to dead (the dispatcher dead-letters it as account_mismatch): never
+// to delivered or retrying on the strength of another account's receiver.
+const markForeign = `WITH o AS (
+	SELECT i.attempt_id, i.started_at, COALESCE(
+		NULLIF((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = i.endpoint_id), i.account),
+		NULLIF((SELECT d.account FROM webhooks.deliveries d WHERE d.id = i.delivery_id), i.account)) AS other
+	FROM hookd_attempts_in i WHERE i.fresh
+)
+UPDATE hookd_attempts_in i SET foreign_account = o.other FROM o
+WHERE i.attempt_id = o.attempt_id AND i.started_at = o.started_at AND o.other IS NOT NULL
+RETURNING i.attempt_id, i.delivery_id, i.endpoint_id, i.account, i.foreign_account`
+
 // deliverySource is, per delivery of the batch, its newest new attempt (by
 // start time, then attempt number) and its highest attempt number among the
 // attempts actually made.
-const deliverySource = `WITH f AS (SELECT * FROM hookd_attempts_in WHERE fresh),
+const deliverySource = `WITH f AS (
+	SELECT * FROM hookd_attempts_in WHERE fresh AND (foreign_account IS NULL OR next_action = 'dead_letter')
+),
 latest AS (
 	SELECT DISTINCT ON (delivery_id) * FROM f ORDER BY delivery_id, started_at DESC, attempt DESC, attempt_id DESC
 ),
@@ -146,7 +186,7 @@ SELECT delivery_id, event_id, endpoint_id, account, event_type, COALESCE(new_sta
 FROM src
 ORDER BY delivery_id
 ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, updated_at = now()
-WHERE d.attempts < EXCLUDED.attempts`
+WHERE d.attempts < EXCLUDED.attempts AND d.account = EXCLUDED.account`
 
 // Move existing rows to the state of their newest attempt when it is newer
 // than the one they reflect. A terminal row (delivered, dead) only moves on
@@ -166,7 +206,7 @@ UPDATE webhooks.deliveries d SET
 	last_attempt_at = s.started_at,
 	updated_at = now()
 FROM src s
-WHERE d.id = s.delivery_id
+WHERE d.id = s.delivery_id AND d.account = s.account
 	AND s.new_status IS NOT NULL
 	AND (d.last_attempt_at IS NULL OR s.started_at > d.last_attempt_at)
 	AND (d.status NOT IN ('delivered', 'dead')
@@ -186,7 +226,7 @@ SELECT endpoint_id,
 	max(started_at) FILTER (WHERE outcome IN ` + sqlSuccess + `),
 	max(started_at) FILTER (WHERE outcome IN ` + sqlFailures + `)
 FROM hookd_attempts_in
-WHERE fresh AND (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
+WHERE fresh AND foreign_account IS NULL AND (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
 GROUP BY endpoint_id
 ORDER BY endpoint_id
 ON CONFLICT (endpoint_id) DO UPDATE SET
@@ -208,7 +248,7 @@ FROM (
 		min(i.started_at) FILTER (WHERE i.outcome IN ` + sqlFailures + ` AND i.started_at > ` + healthBase + `)
 	) AS fs
 	FROM webhooks.endpoints e2
-	JOIN hookd_attempts_in i ON i.endpoint_id = e2.id AND i.fresh
+	JOIN hookd_attempts_in i ON i.endpoint_id = e2.id AND i.fresh AND i.foreign_account IS NULL
 	LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e2.id
 	GROUP BY e2.id, e2.failing_since, h.last_success_at, h.reset_at
 	ORDER BY e2.id
@@ -232,7 +272,7 @@ const disableFromBatch = `UPDATE webhooks.endpoints e SET
 FROM (
 	SELECT e2.id, bool_or(i.outcome = 'gone' AND i.started_at > ` + healthBase + `) AS gone
 	FROM webhooks.endpoints e2
-	JOIN hookd_attempts_in i ON i.endpoint_id = e2.id AND i.fresh
+	JOIN hookd_attempts_in i ON i.endpoint_id = e2.id AND i.fresh AND i.foreign_account IS NULL
 	LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e2.id
 	WHERE e2.status = 'active'
 	GROUP BY e2.id
@@ -245,8 +285,11 @@ WHERE e.id = g.id AND e.status = 'active' AND (g.gone OR ($4 AND e.failing_since
 // COPY, and in the same transaction moves each delivery's state row and each
 // endpoint's health on, then disables the endpoints that answered 410 or
 // have been failing for longer than DisableAfter. It is idempotent: records
-// already in the log change nothing. An error wrapping ErrInvalidData means
-// the batch can never be written as is; any other error is worth retrying.
+// already in the log change nothing. A record whose account is not its
+// endpoint's or its delivery row's is appended under its own account but
+// changes no other account's state; it is listed in Mismatched. An error
+// wrapping ErrInvalidData means the batch can never be written as is; any
+// other error is worth retrying.
 func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (WriteAttemptsResult, error) {
 	res := WriteAttemptsResult{Inserted: map[string]bool{}}
 	rows := attemptRows(p.Records)
@@ -273,6 +316,9 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 		res.Inserted[id] = true
 	}
 	if len(ids) > 0 {
+		if res.Mismatched, err = collectMismatches(tx.Query(ctx, markForeign)); err != nil {
+			return res, wrapWriteError("checking accounts", err)
+		}
 		for _, step := range []struct{ what, sql string }{
 			{"creating delivery rows", upsertDeliveries},
 			{"updating delivery state", applyDeliveryState},
@@ -293,6 +339,17 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 		return WriteAttemptsResult{Inserted: map[string]bool{}}, wrapWriteError("committing attempt batch", err)
 	}
 	return res, nil
+}
+
+func collectMismatches(rows pgx.Rows, err error) ([]AccountMismatch, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountMismatch, error) {
+		var m AccountMismatch
+		err := row.Scan(&m.AttemptID, &m.DeliveryID, &m.EndpointID, &m.Account, &m.Owner)
+		return m, err
+	})
 }
 
 // attemptRows turns records into staging rows, once per (attempt id, start

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // PendingDelivery is the first row of one delivery, written by the router
@@ -17,13 +19,26 @@ type PendingDelivery struct {
 	EventCreated time.Time
 }
 
-// InsertPendingDeliveries writes one 'pending' row per delivery in a single
+// InsertPendingDeliveries is WritePendingDeliveries for callers with no
+// use for the account mismatches (tests, tools).
+func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDelivery) error {
+	_, err := s.WritePendingDeliveries(ctx, ds)
+	return err
+}
+
+// WritePendingDeliveries writes one 'pending' row per delivery in a single
 // statement (one round trip for the whole batch). A row that exists already
 // is left alone: the attempt-log writer may have written a later status
 // first, and a re-read of the same events must not reset it.
-func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDelivery) error {
+//
+// It returns the rows whose account is not the account of their endpoint id
+// (live or deleted) or of the existing row with their delivery id. The
+// latter are not written: a delivery row stays its account's. The former
+// are written as their own account's rows, which never list under that
+// endpoint (ListDeliveries scopes by the endpoint's account).
+func (s *Store) WritePendingDeliveries(ctx context.Context, ds []PendingDelivery) ([]AccountMismatch, error) {
 	if len(ds) == 0 {
-		return nil
+		return nil, nil
 	}
 	ids := make([]string, len(ds))
 	events := make([]string, len(ds))
@@ -35,12 +50,32 @@ func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDeliver
 		ids[i], events[i], endpoints[i], accounts[i], types[i], created[i] =
 			d.ID, d.EventID, d.EndpointID, d.Account, d.EventType, d.EventCreated
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO webhooks.deliveries
-		(id, event_id, endpoint_id, account, event_type, event_created_at)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
-		ON CONFLICT (id) DO NOTHING`, ids, events, endpoints, accounts, types, created)
+	// The final SELECT sees the rows as they were before this INSERT.
+	rows, err := s.pool.Query(ctx, `WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+				AS t(id, event_id, endpoint_id, account, event_type, event_created_at)
+		), ins AS (
+			INSERT INTO webhooks.deliveries (id, event_id, endpoint_id, account, event_type, event_created_at)
+			SELECT * FROM input
+			ON CONFLICT (id) DO NOTHING
+		), checked AS (
+			SELECT i.id, i.endpoint_id, i.account, COALESCE(
+				NULLIF((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = i.endpoint_id), i.account),
+				NULLIF((SELECT d.account FROM webhooks.deliveries d WHERE d.id = i.id), i.account)) AS owner
+			FROM input i
+		)
+		SELECT DISTINCT id, endpoint_id, account, owner FROM checked WHERE owner IS NOT NULL ORDER BY id`,
+		ids, events, endpoints, accounts, types, created)
 	if err != nil {
-		return wrapWriteError(fmt.Sprintf("inserting %d pending deliveries", len(ds)), err)
+		return nil, wrapWriteError(fmt.Sprintf("inserting %d pending deliveries", len(ds)), err)
 	}
-	return nil
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountMismatch, error) {
+		var m AccountMismatch
+		err := row.Scan(&m.DeliveryID, &m.EndpointID, &m.Account, &m.Owner)
+		return m, err
+	})
+	if err != nil {
+		return nil, wrapWriteError(fmt.Sprintf("inserting %d pending deliveries", len(ds)), err)
+	}
+	return out, nil
 }

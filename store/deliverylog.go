@@ -86,7 +86,10 @@ func deref(s *string) string {
 // be set (the log is read per endpoint or per account, never whole).
 type ListDeliveriesParams struct {
 	EndpointID string
-	// Account, when set, restricts to that account's deliveries.
+	// Account restricts to that account's deliveries. With EndpointID and
+	// no Account, the endpoint's own account is used (the account it was
+	// created by, live or deleted): a delivery row of another account never
+	// lists under an endpoint, even if its endpoint id matches.
 	Account string
 	// Status is one of pending, retrying, delivered, dead; empty means all.
 	Status string
@@ -108,9 +111,14 @@ func (s *Store) ListDeliveries(ctx context.Context, p ListDeliveriesParams) ([]D
 	if !p.Before.IsZero() {
 		before = &p.Before
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries
-		WHERE ($1 = '' OR endpoint_id = $1) AND ($2 = '' OR account = $2) AND ($3 = '' OR status = $3)
-			AND ($4::timestamptz IS NULL OR created_at < $4)
+	// An endpoint id never registered (deleted before ids were kept) has no
+	// owner to scope to: its rows show to operators as they are.
+	rows, err := s.pool.Query(ctx, `WITH scope AS (
+			SELECT COALESCE(NULLIF($2::text, ''), (SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = $1)) AS owner
+		)
+		SELECT `+deliveryColumns+` FROM webhooks.deliveries, scope
+		WHERE ($1 = '' OR endpoint_id = $1) AND (scope.owner IS NULL OR account = scope.owner)
+			AND ($3 = '' OR status = $3) AND ($4::timestamptz IS NULL OR created_at < $4)
 		ORDER BY created_at DESC, id LIMIT $5`, p.EndpointID, p.Account, p.Status, before, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing deliveries: %s", oneLine(err))
@@ -134,9 +142,16 @@ func collectDeliveries(rows pgx.Rows) ([]Delivery, error) {
 	return out, nil
 }
 
-// GetDelivery returns the delivery with id, or ErrNotFound.
-func (s *Store) GetDelivery(ctx context.Context, id string) (Delivery, error) {
-	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries WHERE id = $1`, id))
+// AnyAccount, as the account of a delivery-log read, is an operator's
+// read (hookctl, the admin token): every account's rows. Callers acting
+// for an account pass that account.
+const AnyAccount = ""
+
+// GetDelivery returns the delivery with id of account (AnyAccount: of any
+// account), or ErrNotFound.
+func (s *Store) GetDelivery(ctx context.Context, account, id string) (Delivery, error) {
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries
+		WHERE id = $2 AND ($1 = '' OR account = $1)`, account, id))
 	if errors.Is(err, ErrNotFound) {
 		return d, fmt.Errorf("delivery %s: %w", id, ErrNotFound)
 	}
@@ -146,26 +161,36 @@ func (s *Store) GetDelivery(ctx context.Context, id string) (Delivery, error) {
 	return d, nil
 }
 
-// DeliveriesOfEvent returns the deliveries of one event (one per endpoint
-// it was fanned out to), ordered by endpoint.
-func (s *Store) DeliveriesOfEvent(ctx context.Context, eventID string) ([]Delivery, error) {
+// DeliveriesOfEvent returns the deliveries of one event of account
+// (AnyAccount: of any account), one per endpoint it was fanned out to,
+// ordered by endpoint.
+func (s *Store) DeliveriesOfEvent(ctx context.Context, account, eventID string) ([]Delivery, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries
-		WHERE event_id = $1 ORDER BY endpoint_id`, eventID)
+		WHERE event_id = $2 AND ($1 = '' OR account = $1) ORDER BY endpoint_id, account`, account, eventID)
 	if err != nil {
 		return nil, fmt.Errorf("reading deliveries of event %s: %s", eventID, oneLine(err))
 	}
 	return collectDeliveries(rows)
 }
 
-// AttemptsOfDelivery returns the attempt timeline of one delivery, oldest
-// first, at most limit rows (0: 1000).
-func (s *Store) AttemptsOfDelivery(ctx context.Context, deliveryID string, limit int) ([]Attempt, error) {
+// AttemptsOfDelivery returns the attempt timeline of the delivery
+// deliveryID of account, oldest first, at most limit rows (0: 1000).
+// Account is required: attempts another account's records made under the
+// same delivery id never show. Rows logged before attempts carried their
+// account count as the delivery row's.
+func (s *Store) AttemptsOfDelivery(ctx context.Context, account, deliveryID string, limit int) ([]Attempt, error) {
+	if account == "" {
+		return nil, fmt.Errorf("reading attempts of %s: the delivery's account is required", deliveryID)
+	}
 	if limit <= 0 {
 		limit = 1000
 	}
 	rows, err := s.pool.Query(ctx, `SELECT attempt_id, delivery_id, attempt, tier, started_at, duration_ms,
 		status_code, outcome, error_class, error, response_excerpt, next_action, replay_id
-		FROM webhooks.attempts WHERE delivery_id = $1 ORDER BY started_at, attempt, attempt_id LIMIT $2`, deliveryID, limit)
+		FROM webhooks.attempts a
+		WHERE delivery_id = $2 AND (account = $1 OR (account IS NULL AND EXISTS (
+			SELECT 1 FROM webhooks.deliveries d WHERE d.id = a.delivery_id AND d.account = $1)))
+		ORDER BY started_at, attempt, attempt_id LIMIT $3`, account, deliveryID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading attempts of %s: %s", deliveryID, oneLine(err))
 	}

@@ -120,7 +120,9 @@ func endpointArgs(e *endpoint.Endpoint) []any {
 
 // CreateEndpoint inserts e after validating it. An empty status means
 // active. It returns the stored row (timestamps filled), or
-// ErrAlreadyExists.
+// ErrAlreadyExists when the id is taken: by a live endpoint of any
+// account, or by a deleted one (ids are never reused; Postgres enforces it,
+// see migration 00005).
 func (s *Store) CreateEndpoint(ctx context.Context, e endpoint.Endpoint) (endpoint.Endpoint, error) {
 	if e.Status == "" {
 		e.Status = endpoint.StatusActive
@@ -216,7 +218,10 @@ func (s *Store) ModifyEndpoint(ctx context.Context, id string, change func(*endp
 }
 
 // DeleteEndpoint removes the endpoint with id, or returns ErrNotFound.
-// Deliveries already on Kafka for it are skipped by the dispatcher.
+// Its id stays taken (a tombstone in webhooks.endpoint_ids, written by a
+// trigger in the same transaction), so no endpoint of any account can take
+// it over. Deliveries already on Kafka for it are skipped by the
+// dispatcher.
 func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM webhooks.endpoints WHERE id = $1`, id)
 	if err != nil {

@@ -104,12 +104,14 @@ func (c *DeliveriesShowCmd) Run(ctx context.Context, g *Globals) error {
 // timelines finds id as a delivery id, then as an event id.
 func timelines(ctx context.Context, st *store.Store, id string) ([]deliveryTimeline, error) {
 	var ds []store.Delivery
-	d, err := st.GetDelivery(ctx, id)
+	// An operator's read: every account's rows; each timeline shows only
+	// the attempts of its delivery's account.
+	d, err := st.GetDelivery(ctx, store.AnyAccount, id)
 	switch {
 	case err == nil:
 		ds = []store.Delivery{d}
 	case errors.Is(err, store.ErrNotFound):
-		if ds, err = st.DeliveriesOfEvent(ctx, id); err != nil {
+		if ds, err = st.DeliveriesOfEvent(ctx, store.AnyAccount, id); err != nil {
 			return nil, err
 		}
 		if len(ds) == 0 {
@@ -120,7 +122,7 @@ func timelines(ctx context.Context, st *store.Store, id string) ([]deliveryTimel
 	}
 	out := make([]deliveryTimeline, 0, len(ds))
 	for _, d := range ds {
-		as, err := st.AttemptsOfDelivery(ctx, d.ID, 0)
+		as, err := st.AttemptsOfDelivery(ctx, d.Account, d.ID, 0)
 		if err != nil {
 			return nil, err
 		}
