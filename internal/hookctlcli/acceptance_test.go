@@ -78,7 +78,8 @@ func TestAcceptanceDeadLetterReplayEndToEnd(t *testing.T) {
 	hookctl := proctest.Binary(t, "hookctl")
 	kafkaAddr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
-	common := []string{"DATABASE_URL=" + db.URL, "HOOKD_RETRY_SCHEDULE=1s,2s", "HOOKD_BROKERS=" + kafkaAddr}
+	common := []string{"DATABASE_URL=" + db.URL, "HOOKD_RETRY_SCHEDULE=1s,2s", "HOOKD_BROKERS=" + kafkaAddr,
+		"HOOKD_ALLOW_PRIVATE_NETWORKS=true"} // the receiver is on 127.0.0.1
 	daemonEnv := []string{"DATABASE_URL=" + db.URL, "HOOKD_RETRY_SCHEDULE=1s,2s", "HOOKD_DATA_DIR=" + t.TempDir(),
 		"HOOKD_KAFKA_LISTEN=" + kafkaAddr, "HOOKD_LISTEN=" + httpAddr, "HOOKD_PARTITIONS=3", "HOOKD_ADMIN_TOKEN=e2e-admin"}
 	d := proctest.Start(t, hookd, daemonEnv, "run", "--allow-private-networks", "--no-relay", "--log-level", "warn")

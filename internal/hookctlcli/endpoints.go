@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/endpoint"
+	"github.com/hookd/hookd/ssrf"
 	"github.com/hookd/hookd/store"
 )
 
@@ -122,6 +123,28 @@ func (l EndpointLimits) apply(e *endpoint.Endpoint) {
 	}
 }
 
+// PrivateNetworks is the SSRF switch of add and update.
+type PrivateNetworks struct {
+	AllowPrivateNetworks bool `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Accept a URL whose host is, or resolves to, a private, loopback, link-local, metadata or other special-purpose address (development only; hookd must run with --allow-private-networks too to send there)."`
+}
+
+// check refuses, as a usage error, a URL whose host is or resolves to an
+// address hookd's SSRF guard refuses, unless private networks are allowed.
+// A name that does not resolve is accepted (see ssrf.CheckURL).
+func (p PrivateNetworks) check(ctx context.Context, rawURL string) error {
+	if p.AllowPrivateNetworks {
+		return nil
+	}
+	err := ssrf.CheckURL(ctx, nil, rawURL)
+	switch {
+	case errors.Is(err, ssrf.ErrRefused):
+		return Usage(fmt.Errorf("url: %w; hookd refuses private destinations: pass --allow-private-networks (and run hookd with it) to allow them", err))
+	case err != nil:
+		return Usage(fmt.Errorf("url: %w", err))
+	}
+	return nil
+}
+
 // EndpointsAddCmd creates an endpoint.
 type EndpointsAddCmd struct {
 	Account     string   `name:"account" required:"" help:"Account whose events the endpoint receives."`
@@ -132,6 +155,7 @@ type EndpointsAddCmd struct {
 	Description string   `name:"description" help:"Free text."`
 	Disabled    bool     `name:"disabled" help:"Create it disabled."`
 	EndpointLimits
+	PrivateNetworks
 }
 
 // Run implements `hookctl endpoints add`.
@@ -152,6 +176,9 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 	c.EndpointLimits.apply(&e)
 	if err := e.Validate(); err != nil {
 		return Usage(err)
+	}
+	if err := c.PrivateNetworks.check(ctx, e.URL); err != nil {
+		return err
 	}
 	st, err := g.Store(ctx)
 	if err != nil {
@@ -246,12 +273,21 @@ type EndpointsUpdateCmd struct {
 	AllEventTypes bool      `name:"all-event-types" help:"Receive every event type (clears the list)."`
 	Description   *string   `name:"description" help:"New description."`
 	EndpointLimits
+	PrivateNetworks
 }
 
 // Run implements `hookctl endpoints update`.
 func (c *EndpointsUpdateCmd) Run(ctx context.Context, g *Globals) error {
 	if c.AllEventTypes && c.EventTypes != nil {
 		return Usage(errors.New("--event-type and --all-event-types contradict each other"))
+	}
+	if c.URL != nil {
+		if err := endpoint.ValidateURL(*c.URL); err != nil {
+			return Usage(err)
+		}
+		if err := c.PrivateNetworks.check(ctx, *c.URL); err != nil {
+			return err
+		}
 	}
 	e, err := modify(ctx, g, c.ID, func(e *endpoint.Endpoint) error {
 		if c.URL != nil {

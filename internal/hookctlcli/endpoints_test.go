@@ -94,3 +94,95 @@ func TestEndpointsCommands(t *testing.T) {
 	code, _, _ = hookctl(t, db, "endpoints", "delete", added.ID)
 	require.Equal(t, 2, code)
 }
+
+// Issue 11 item 4: hookctl refuses private destinations at add and update
+// with one line and exit 2, unless --allow-private-networks.
+func TestEndpointsPrivateDestinations(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	for url, why := range map[string]string{
+		"http://10.0.0.1/hook":          "url: 10.0.0.1 is a private address (RFC 1918)",
+		"http://127.0.0.1:8080/":        "url: 127.0.0.1 is a loopback address (RFC 1122)",
+		"http://[::ffff:0:a9fe:a9fe]/":  "url: ::ffff:0:a9fe:a9fe embeds 169.254.169.254, a cloud instance metadata address",
+		"http://localhost:9000/":        "url: localhost is a loopback name (RFC 6761)",
+		"http://169.254.169.254/latest": "url: 169.254.169.254 is a cloud instance metadata address",
+	} {
+		code, out, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", url)
+		require.Equal(t, 2, code, url)
+		require.Empty(t, out)
+		require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+		require.Contains(t, errOut, why, url)
+		require.Contains(t, errOut, "--allow-private-networks", url)
+	}
+	code, out, _ := hookctl(t, db, "endpoints", "list", "-o", "json")
+	require.Equal(t, 0, code)
+	require.Equal(t, "[]\n", out, "nothing written")
+
+	code, out, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "http://127.0.0.1:8080/", "--allow-private-networks", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var ep struct{ ID, URL string }
+	require.NoError(t, json.Unmarshal([]byte(out), &ep))
+
+	code, _, errOut = hookctl(t, db, "endpoints", "update", ep.ID, "--url", "http://10.9.8.7/")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "url: 10.9.8.7 is a private address (RFC 1918)")
+	code, _, errOut = hookctl(t, db, "endpoints", "update", ep.ID, "--description", "local receiver")
+	require.Equal(t, 0, code, "the check runs when the URL changes only: %s", errOut)
+	code, out, _ = hookctl(t, db, "endpoints", "show", ep.ID, "-o", "json")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"url": "http://127.0.0.1:8080/"`)
+	code, _, errOut = hookctl(t, db, "endpoints", "update", ep.ID, "--url", "http://10.9.8.7/", "--allow-private-networks")
+	require.Equal(t, 0, code, errOut)
+}
+
+// HOOKD_ALLOW_PRIVATE_NETWORKS is the flag's environment variable (the
+// same as hookd's, so one export serves both in development).
+func TestEndpointsPrivateNetworksFromEnv(t *testing.T) {
+	db := pgtest.New(t)
+	t.Setenv("HOOKD_ALLOW_PRIVATE_NETWORKS", "false")
+	code, _, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "http://127.0.0.1:8080/")
+	require.Equal(t, 2, code, errOut)
+	t.Setenv("HOOKD_ALLOW_PRIVATE_NETWORKS", "true")
+	code, _, errOut = hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "http://127.0.0.1:8080/")
+	require.Equal(t, 0, code, errOut)
+}
+
+// Bad values are refused before anything is written, with the API's
+// field names and the API's event-type rule.
+func TestEndpointsBadInput(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	code, out, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "https://x.example/", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var ep struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(out), &ep))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--event-type", "invoice..paid"}, "event_types: \"invoice..paid\" has an empty segment"},
+		{[]string{"--event-type", "invoice:paid"}, "event_types"},
+		{[]string{"--timeout", "1000h"}, "timeout"},
+		{[]string{"--timeout=-1s"}, "timeout"},
+		{[]string{"--max-in-flight", "3000000000"}, "max_in_flight"},
+		{[]string{"--rate", "NaN"}, "rate_per_sec"},
+		{[]string{"--rate=-1"}, "rate_per_sec"},
+		{[]string{"--description", "a\x1bb"}, "description"},
+		{[]string{"--url", "http://2130706433/"}, "numeric"},
+	} {
+		add := append([]string{"endpoints", "add", "--account", "acct_1", "--url", "https://y.example/"}, c.args...)
+		if c.args[0] == "--url" {
+			add = append([]string{"endpoints", "add", "--account", "acct_1"}, c.args...)
+		}
+		code, _, errOut := hookctl(t, db, add...)
+		require.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		require.Contains(t, errOut, c.want, c.args)
+		require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+		code, _, errOut = hookctl(t, db, append([]string{"endpoints", "update", ep.ID}, c.args...)...)
+		require.Equal(t, 2, code, "update %v: %s", c.args, errOut)
+		require.Contains(t, errOut, c.want, c.args)
+	}
+	code, out, _ = hookctl(t, db, "endpoints", "list", "-o", "json")
+	require.Equal(t, 0, code)
+	require.Equal(t, 1, strings.Count(out, `"id"`), "only the first endpoint: %s", out)
+}
