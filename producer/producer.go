@@ -101,7 +101,7 @@ func Outbox(ctx context.Context, tx pgx.Tx, e Event) (string, error) {
 	}
 	var id string
 	err = tx.QueryRow(ctx, `INSERT INTO webhooks.outbox (id, account, type, payload, created_at)
-		VALUES (COALESCE(NULLIF($1, ''), gen_random_uuid()::text), $2, $3, $4::jsonb, COALESCE($5, now()))
+		VALUES (COALESCE(NULLIF($1, ''), 'evt_' || replace(gen_random_uuid()::text, '-', '')), $2, $3, $4::jsonb, COALESCE($5, now()))
 		RETURNING id`, env.ID, env.Account, env.Type, string(env.Data), created).Scan(&id)
 	if err != nil {
 		return "", fmt.Errorf("inserting into webhooks.outbox: %w", err)
@@ -132,7 +132,7 @@ func checkOutboxSize(env event.Envelope) error {
 			Detail: fmt.Sprintf("payload is %d bytes as webhooks.outbox stores it (payload::text), the limit is %d", n, MaxPayloadBytes)})
 	}
 	if env.ID == "" {
-		env.ID = "00000000-0000-0000-0000-000000000000"
+		env.ID = "evt_00000000000000000000000000000000" // as long as a generated id
 	}
 	if env.Created.IsZero() {
 		env.Created = time.Date(2000, 1, 1, 0, 0, 0, 999999000, time.UTC)

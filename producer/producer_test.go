@@ -29,7 +29,10 @@ func TestOutbox(t *testing.T) {
 	require.NoError(t, err)
 	id, err := producer.Outbox(ctx, tx, producer.Event{Account: "acct_1", Type: "invoice.paid", Data: map[string]string{"invoice": "in_1"}})
 	require.NoError(t, err)
-	require.Len(t, id, 36, "generated UUID")
+	require.Regexp(t, `^evt_[0-9a-f]{32}$`, id, "a generated id has the ingress topic's shape")
+	var plain string // a plain INSERT without an id gets the same shape
+	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO webhooks.outbox (account, type, payload) VALUES ('acct_1', 'invoice.paid', '{}') RETURNING id`).Scan(&plain))
+	require.Regexp(t, `^evt_[0-9a-f]{32}$`, plain)
 	_, err = producer.Outbox(ctx, tx, producer.Event{ID: "evt_x", Account: "acct_1", Type: "invoice.paid", Data: json.RawMessage(`{"a":1}`),
 		Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)})
 	require.NoError(t, err)
@@ -43,7 +46,7 @@ func TestOutbox(t *testing.T) {
 
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM webhooks.outbox`).Scan(&n))
-	require.Equal(t, 2, n)
+	require.Equal(t, 3, n)
 	var payload string
 	var created time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT payload::text, created_at FROM webhooks.outbox WHERE id = 'evt_x'`).Scan(&payload, &created))
