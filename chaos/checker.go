@@ -157,162 +157,218 @@ func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
 // Check compares everything it is given.
 func Check(ctx context.Context, in CheckInput) (*Report, error) {
-	rep := &Report{DLQReasons: map[string]int{}, Classes: map[string]*ClassReport{}}
-	events := in.Ledger.Snapshot()
-	class := func(ep string) *ClassReport {
-		name := in.Class[ep]
-		if name == "" {
-			name = "default"
-		}
-		c := rep.Classes[name]
-		if c == nil {
-			c = &ClassReport{DLQReasons: map[string]int{}}
-			rep.Classes[name] = c
-		}
-		return c
-	}
+	c := &checker{in: in, events: in.Ledger.Snapshot(), ok2xx: map[pair]int{}, requests: map[pair]int{},
+		dead: map[pair][]DeadLetter{}, expected: map[pair]bool{},
+		rep: &Report{DLQReasons: map[string]int{}, Classes: map[string]*ClassReport{}}}
 	for _, eps := range in.Subscriptions {
 		for _, ep := range eps {
-			class(ep).Endpoints++
+			c.class(ep).Endpoints++
 		}
 	}
-	type pair struct{ ep, id string }
-	ok2xx := map[pair]int{}
-	requests := map[pair]int{}
-	for _, rc := range in.Receivers {
-		rep.TrapHits += rc.TrapHits()
+	c.tallyRequests()
+	c.tallyDLQ()
+	c.tallyEvents()
+	c.tallyUnknown()
+	if in.Pool != nil {
+		if err := c.compareAttemptLog(ctx); err != nil {
+			return c.rep, err
+		}
+	}
+	c.rep.problems(in.Pool != nil)
+	return c.rep, nil
+}
+
+// pair is one (endpoint, event): one expected delivery.
+type pair struct{ ep, id string }
+
+// checker holds what Check reads, indexed by (endpoint, event).
+type checker struct {
+	in       CheckInput
+	rep      *Report
+	events   map[string]EventInfo
+	ok2xx    map[pair]int          // 2xx answers received
+	requests map[pair]int          // requests received, any answer
+	dead     map[pair][]DeadLetter // dead letters
+	expected map[pair]bool         // committed (or uncertain) deliveries
+}
+
+// class returns the report of the endpoint's class ("default" if none).
+func (c *checker) class(ep string) *ClassReport {
+	name := c.in.Class[ep]
+	if name == "" {
+		name = "default"
+	}
+	cr := c.rep.Classes[name]
+	if cr == nil {
+		cr = &ClassReport{DLQReasons: map[string]int{}}
+		c.rep.Classes[name] = cr
+	}
+	return cr
+}
+
+// tallyRequests counts what the receivers saw.
+func (c *checker) tallyRequests() {
+	for _, rc := range c.in.Receivers {
+		c.rep.TrapHits += rc.TrapHits()
 		for _, q := range rc.Requests() {
 			p := pair{q.EndpointID, q.WebhookID}
-			requests[p]++
-			rep.Requests++
-			class(q.EndpointID).Requests++
+			c.requests[p]++
+			c.rep.Requests++
+			c.class(q.EndpointID).Requests++
 			if !q.SigOK {
-				rep.BadSignatures++
+				c.rep.BadSignatures++
 			}
 			if q.Status >= 200 && q.Status < 300 {
-				ok2xx[p]++
+				c.ok2xx[p]++
 			}
 		}
 	}
-	dead := map[pair][]DeadLetter{}
-	invalid := in.Ledger.Invalid()
-	rep.InvalidProduced = len(invalid)
-	if in.DLQ != nil {
-		for _, d := range in.DLQ.Records() {
-			rep.DLQ++
-			if d.Reason == "" || d.ReadErr != "" {
-				rep.DLQNoReason++
-			}
-			rep.DLQReasons[d.Reason]++
-			if d.Reason == deadletter.ReasonInvalidEnvelope {
-				if invalid[d.Value] {
-					rep.InvalidDead++
-				}
-				continue
-			}
-			dead[pair{d.EndpointID, d.EventID}] = append(dead[pair{d.EndpointID, d.EventID}], d)
-		}
+}
+
+// tallyDLQ counts the dead letters, by reason, and the invalid envelopes
+// that were expected to end there.
+func (c *checker) tallyDLQ() {
+	invalid := c.in.Ledger.Invalid()
+	c.rep.InvalidProduced = len(invalid)
+	if c.in.DLQ == nil {
+		return
 	}
-	expected := map[pair]bool{}
-	for id, e := range events {
+	for _, d := range c.in.DLQ.Records() {
+		c.rep.DLQ++
+		if d.Reason == "" || d.ReadErr != "" {
+			c.rep.DLQNoReason++
+		}
+		c.rep.DLQReasons[d.Reason]++
+		if d.Reason == deadletter.ReasonInvalidEnvelope {
+			if invalid[d.Value] {
+				c.rep.InvalidDead++
+			}
+			continue
+		}
+		p := pair{d.EndpointID, d.EventID}
+		c.dead[p] = append(c.dead[p], d)
+	}
+}
+
+// tallyEvents classifies every expected delivery of every ledger event:
+// delivered (and how often), dead-lettered, or lost.
+func (c *checker) tallyEvents() {
+	for id, e := range c.events {
 		switch e.State {
 		case StateCommitted:
-			rep.Committed++
+			c.rep.Committed++
 		case StateRolledBack:
-			rep.RolledBack++
+			c.rep.RolledBack++
 		default:
-			rep.Uncertain++
+			c.rep.Uncertain++
 		}
-		for _, ep := range in.Subscriptions[e.Account] {
+		for _, ep := range c.in.Subscriptions[e.Account] {
 			p := pair{ep, id}
 			if e.State == StateRolledBack {
-				if requests[p] > 0 {
-					rep.RolledBackDelivered++
+				if c.requests[p] > 0 {
+					c.rep.RolledBackDelivered++
 				}
 				continue
 			}
-			expected[p] = true
-			if e.State != StateCommitted && ok2xx[p] == 0 && len(dead[p]) == 0 {
+			c.expected[p] = true
+			if e.State != StateCommitted && c.ok2xx[p] == 0 && len(c.dead[p]) == 0 {
 				continue // uncertain and never seen: not lost, not counted
 			}
-			c := class(ep)
-			rep.Expected++
-			c.Expected++
-			switch {
-			case ok2xx[p] > 0:
-				rep.Delivered++
-				c.Delivered++
-				rep.Duplicates += ok2xx[p] - 1
-				c.Duplicates += ok2xx[p] - 1
-				if len(dead[p]) > 0 {
-					rep.DeliveredAndDead++
-					c.DeliveredAndDead++
-				}
-			case len(dead[p]) > 0:
-				rep.Dead++
-				c.Dead++
-				c.DLQReasons[dead[p][0].Reason]++
-			default:
-				rep.Lost++
-				c.Lost++
-				if len(rep.LostSample) < 10 {
-					rep.LostSample = append(rep.LostSample, ep+"/"+id)
-				}
-			}
+			c.classify(p)
 		}
 	}
-	for p, n := range requests {
-		if !expected[p] {
-			if e, ok := events[p.id]; !ok || e.State != StateRolledBack {
-				rep.Unknown += n
-			}
+}
+
+func (c *checker) classify(p pair) {
+	rep, cr := c.rep, c.class(p.ep)
+	rep.Expected++
+	cr.Expected++
+	switch {
+	case c.ok2xx[p] > 0:
+		rep.Delivered++
+		cr.Delivered++
+		rep.Duplicates += c.ok2xx[p] - 1
+		cr.Duplicates += c.ok2xx[p] - 1
+		if len(c.dead[p]) > 0 {
+			rep.DeliveredAndDead++
+			cr.DeliveredAndDead++
+		}
+	case len(c.dead[p]) > 0:
+		rep.Dead++
+		cr.Dead++
+		cr.DLQReasons[c.dead[p][0].Reason]++
+	default:
+		rep.Lost++
+		cr.Lost++
+		if len(rep.LostSample) < 10 {
+			rep.LostSample = append(rep.LostSample, p.ep+"/"+p.id)
 		}
 	}
-	if in.Pool != nil {
-		rows, err := in.Pool.Query(ctx, `SELECT event_id, endpoint_id, outcome, status_code IS NOT NULL OR error_class IN ('timeout','network_error','connection_reset') AS requested, count(*)
-			FROM webhooks.attempts GROUP BY 1, 2, 3, 4`)
-		if err != nil {
-			return rep, fmt.Errorf("reading the attempt log: %w", err)
+}
+
+// tallyUnknown counts requests for deliveries nobody asked for.
+func (c *checker) tallyUnknown() {
+	for p, n := range c.requests {
+		if c.expected[p] {
+			continue
 		}
-		logged := map[pair]bool{}
-		requestedRows := 0
-		for rows.Next() {
-			var ev, ep, outcome string
-			var requested bool
-			var n int
-			if err := rows.Scan(&ev, &ep, &outcome, &requested, &n); err != nil {
-				rows.Close()
-				return rep, err
-			}
-			if !expected[pair{ep, ev}] {
-				continue // warm-up probes and the like
-			}
-			rep.AttemptRows += n
-			if requested {
-				requestedRows += n
-			}
-			if outcome == "delivered" {
-				logged[pair{ep, ev}] = true
-			}
+		if e, ok := c.events[p.id]; !ok || e.State != StateRolledBack {
+			c.rep.Unknown += n
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return rep, fmt.Errorf("reading the attempt log: %w", err)
-		}
-		for p := range logged {
-			if ok2xx[p] == 0 && expected[p] {
-				rep.LoggedNotReceived++
-			}
-		}
-		for p := range ok2xx {
-			if !logged[p] && len(dead[p]) == 0 && expected[p] {
-				rep.ReceivedNotLogged++
-			}
-		}
-		rep.RequestsNotLogged = rep.Requests - requestedRows
 	}
-	rep.problems(in.Pool != nil)
-	return rep, nil
+}
+
+// compareAttemptLog checks the Postgres attempt log against what the
+// receivers saw.
+func (c *checker) compareAttemptLog(ctx context.Context) error {
+	logged, requestedRows, err := c.readAttemptLog(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the attempt log: %w", err)
+	}
+	for p := range logged {
+		if c.ok2xx[p] == 0 && c.expected[p] {
+			c.rep.LoggedNotReceived++
+		}
+	}
+	for p := range c.ok2xx {
+		if !logged[p] && len(c.dead[p]) == 0 && c.expected[p] {
+			c.rep.ReceivedNotLogged++
+		}
+	}
+	c.rep.RequestsNotLogged = c.rep.Requests - requestedRows
+	return nil
+}
+
+// readAttemptLog returns the expected deliveries the log says were
+// delivered, and how many of its rows stand for a request that was made.
+func (c *checker) readAttemptLog(ctx context.Context) (map[pair]bool, int, error) {
+	rows, err := c.in.Pool.Query(ctx, `SELECT event_id, endpoint_id, outcome, status_code IS NOT NULL OR error_class IN ('timeout','network_error','connection_reset') AS requested, count(*)
+		FROM webhooks.attempts GROUP BY 1, 2, 3, 4`)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	logged := map[pair]bool{}
+	requestedRows := 0
+	for rows.Next() {
+		var ev, ep, outcome string
+		var requested bool
+		var n int
+		if err := rows.Scan(&ev, &ep, &outcome, &requested, &n); err != nil {
+			return nil, 0, err
+		}
+		if !c.expected[pair{ep, ev}] {
+			continue // warm-up probes and the like
+		}
+		c.rep.AttemptRows += n
+		if requested {
+			requestedRows += n
+		}
+		if outcome == "delivered" {
+			logged[pair{ep, ev}] = true
+		}
+	}
+	return logged, requestedRows, rows.Err()
 }
 
 func (r *Report) problems(attemptLog bool) {
