@@ -44,7 +44,7 @@ const (
 	ReasonInvalidAccount Reason = "invalid_account" // account not a string of printable ASCII without spaces, or too long
 	ReasonInvalidType    Reason = "invalid_type"    // type not a string of printable ASCII without spaces or '*', or too long
 	ReasonInvalidData    Reason = "invalid_data"    // data present but not a JSON object
-	ReasonInvalidCreated Reason = "invalid_created" // created not an RFC 3339 string
+	ReasonInvalidCreated Reason = "invalid_created" // created not an RFC 3339 string, or outside years 0000..9999 in UTC
 )
 
 // Limits of the envelope's fields.
@@ -166,6 +166,12 @@ func Parse(raw []byte, o Origin, maxBytes int) (Envelope, error) {
 		env.Created = t
 	}
 	env.Created = env.Created.UTC()
+	if y := env.Created.Year(); y < 0 || y > 9999 {
+		// RFC 3339 has four-digit years: such a time could not be written
+		// back into an envelope, a body or a webhook-timestamp.
+		return env, invalid(ReasonInvalidCreated, "created (or, without it, the record timestamp) %s is outside years 0000..9999 in UTC",
+			env.Created.Format(time.RFC3339Nano))
+	}
 	return env, nil
 }
 
