@@ -1,0 +1,65 @@
+package portal
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/hookd/hookd/store"
+)
+
+// replaysPage is the replay audit and the portal's activity log: who
+// replayed, changed or tested what, and why. A support session that acts
+// for no account sees every account's.
+func (h *Handler) replaysPage(w http.ResponseWriter, r *http.Request, s *session) error {
+	account := s.Account
+	if s.Support() && account == "" {
+		account = store.AnyAccount
+	}
+	rs, err := h.store().ListPortalReplays(r.Context(), account, s.EndpointID, 100)
+	if err != nil {
+		return err
+	}
+	var activity []store.PortalAuditEntry
+	if s.EndpointID == "" {
+		if activity, err = h.store().ListPortalAudit(r.Context(), account, 100); err != nil {
+			return err
+		}
+	}
+	return h.render(w, http.StatusOK, "replays", view{Title: "Replays", Nav: "replays", S: s, Data: struct {
+		Replays  []store.Replay
+		Activity []store.PortalAuditEntry
+	}{rs, activity}})
+}
+
+// tier is one row of the published retry schedule.
+type tier struct {
+	N     int
+	Delay time.Duration
+	// After is the time since the first attempt when it is due (before
+	// jitter).
+	After time.Duration
+}
+
+// policyPage publishes the retry schedule and the disable policy as this
+// hookd runs them.
+func (h *Handler) policyPage(w http.ResponseWriter, _ *http.Request, s *session) error {
+	var tiers []tier
+	var total time.Duration
+	for i, d := range h.cfg.Topics.Schedule {
+		total += d
+		tiers = append(tiers, tier{N: i + 2, Delay: d, After: total})
+	}
+	return h.render(w, http.StatusOK, "policy", view{Title: "Retry schedule and policies", Nav: "policy", S: s, Data: struct {
+		Tiers            []tier
+		Total            time.Duration
+		DisableAfter     time.Duration
+		RequestTimeout   time.Duration
+		MaxInFlight      int
+		DLQRetention     time.Duration
+		Retention        time.Duration
+		AttemptRetention time.Duration
+		ReplayLimit      int64
+		ReplayRate       float64
+	}{tiers, total, h.cfg.DisableAfter, h.cfg.RequestTimeout, h.cfg.MaxInFlight, h.cfg.Topics.DLQRetention,
+		h.cfg.Topics.Retention, h.cfg.AttemptRetention, h.cfg.ReplayLimit, h.cfg.ReplayRate}})
+}

@@ -1,0 +1,594 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Portal access levels, as stored in webhooks.portal_links.level and
+// webhooks.portal_sessions.level.
+const (
+	// PortalRead sees an account's endpoints, deliveries and replays.
+	PortalRead = "read"
+	// PortalManage also edits endpoints, rotates secrets, sends test events
+	// and replays.
+	PortalManage = "manage"
+	// PortalSupport is a session signed in with the admin token: it
+	// searches every account and acts on behalf of one at a time.
+	PortalSupport = "support"
+)
+
+// Why a portal link or session cannot be used.
+var (
+	// ErrLinkExpired: the link's lifetime is over.
+	ErrLinkExpired = errors.New("portal link expired")
+	// ErrLinkUsed: the link opened a session already (links are single-use).
+	ErrLinkUsed = errors.New("portal link already used")
+	// ErrSessionEnded: the session was signed out, or passed its idle or
+	// absolute limit.
+	ErrSessionEnded = errors.New("portal session ended")
+)
+
+// PortalLink is a one-time portal link. Its token is never stored, only
+// its SHA-256.
+type PortalLink struct {
+	ID         string     `json:"id"`
+	Account    string     `json:"account"`
+	EndpointID string     `json:"endpoint,omitempty"`
+	Level      string     `json:"level"`
+	CreatedBy  string     `json:"created_by"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  time.Time  `json:"expires_at"`
+	UsedAt     *time.Time `json:"used_at,omitempty"`
+}
+
+// portalLinkPrefix starts every link token, so that a leaked one is easy to
+// recognise and to tell from an API token.
+const portalLinkPrefix = "hpl_"
+
+// CreatePortalLinkParams is a link to create.
+type CreatePortalLinkParams struct {
+	Account string
+	// EndpointID, when set, limits the link to that endpoint of Account;
+	// ErrNotFound when Account has no such endpoint.
+	EndpointID string
+	// Level is PortalRead or PortalManage.
+	Level     string
+	CreatedBy string
+	TTL       time.Duration
+}
+
+// CreatePortalLink stores a new link and returns it with its token ("hpl_"
+// and 256 random bits), which is not stored and cannot be shown again.
+func (s *Store) CreatePortalLink(ctx context.Context, p CreatePortalLinkParams) (PortalLink, string, error) {
+	if p.Level != PortalRead && p.Level != PortalManage {
+		return PortalLink{}, "", fmt.Errorf("portal link level %q: must be read or manage", p.Level)
+	}
+	token := portalLinkPrefix + randomToken()
+	var l PortalLink
+	var ep *string
+	err := s.pool.QueryRow(ctx, `INSERT INTO webhooks.portal_links (id, token_sha256, account, endpoint_id, level, created_by, expires_at)
+		SELECT $1, $2, $3, NULLIF($4, ''), $5, $6, now() + make_interval(secs => $7::float8)
+		WHERE $4 = '' OR EXISTS (SELECT 1 FROM webhooks.endpoints e WHERE e.id = $4 AND e.account = $3)
+		RETURNING id, account, endpoint_id, level, created_by, created_at, expires_at`,
+		"pl_"+randomHex(8), HashToken(token), p.Account, p.EndpointID, p.Level, p.CreatedBy, p.TTL.Seconds()).
+		Scan(&l.ID, &l.Account, &ep, &l.Level, &l.CreatedBy, &l.CreatedAt, &l.ExpiresAt)
+	if err != nil {
+		if errors.Is(translate(err), ErrNotFound) {
+			return l, "", fmt.Errorf("endpoint %s of account %s: %w", p.EndpointID, p.Account, ErrNotFound)
+		}
+		return l, "", fmt.Errorf("creating portal link: %s", oneLine(err))
+	}
+	l.EndpointID = deref(ep)
+	return l, token, nil
+}
+
+// PortalLinkByToken returns the link of token whatever its state (the
+// caller checks UsedAt and ExpiresAt), or ErrNotFound. It changes nothing.
+func (s *Store) PortalLinkByToken(ctx context.Context, token string) (PortalLink, error) {
+	var l PortalLink
+	var ep *string
+	err := s.pool.QueryRow(ctx, `SELECT id, account, endpoint_id, level, created_by, created_at, expires_at, used_at
+		FROM webhooks.portal_links WHERE token_sha256 = $1`, HashToken(token)).
+		Scan(&l.ID, &l.Account, &ep, &l.Level, &l.CreatedBy, &l.CreatedAt, &l.ExpiresAt, &l.UsedAt)
+	if err != nil {
+		if err = translate(err); errors.Is(err, ErrNotFound) {
+			return l, ErrNotFound
+		}
+		return l, fmt.Errorf("reading portal link: %s", oneLine(err))
+	}
+	l.EndpointID = deref(ep)
+	return l, nil
+}
+
+// PortalSession is a browser session of the portal.
+type PortalSession struct {
+	ID string
+	// Account is empty for a support session not acting for an account.
+	Account    string
+	EndpointID string
+	Level      string
+	LinkID     string
+	CSRFToken  string
+	// Flash is the one-time notice taken with this read, if any.
+	Flash      json.RawMessage
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+}
+
+const portalSessionColumns = `s.id, s.account, s.endpoint_id, s.level, s.link_id, s.csrf_token, s.created_at, s.last_seen_at`
+
+func scanPortalSession(row pgx.Row, extra ...any) (PortalSession, error) {
+	var ps PortalSession
+	var account, ep, link *string
+	dest := append([]any{&ps.ID, &account, &ep, &ps.Level, &link, &ps.CSRFToken, &ps.CreatedAt, &ps.LastSeenAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return ps, translate(err)
+	}
+	ps.Account, ps.EndpointID, ps.LinkID = deref(account), deref(ep), deref(link)
+	return ps, nil
+}
+
+// OpenPortalSession uses the link of linkToken, in one transaction: the
+// link is marked used and a session bound to its account, endpoint and
+// level is created. It returns the session and its cookie token, or
+// ErrLinkExpired, ErrLinkUsed or ErrNotFound (no such link).
+func (s *Store) OpenPortalSession(ctx context.Context, linkToken string) (PortalSession, string, error) {
+	var out PortalSession
+	token := "hps_" + randomToken()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var l PortalLink
+		var ep *string
+		err := tx.QueryRow(ctx, `UPDATE webhooks.portal_links SET used_at = now()
+			WHERE token_sha256 = $1 AND used_at IS NULL AND expires_at > now()
+			RETURNING id, account, endpoint_id, level`, HashToken(linkToken)).Scan(&l.ID, &l.Account, &ep, &l.Level)
+		if errors.Is(translate(err), ErrNotFound) {
+			return s.linkRefusal(ctx, linkToken)
+		}
+		if err != nil {
+			return fmt.Errorf("using portal link: %s", oneLine(err))
+		}
+		out, err = insertPortalSession(ctx, tx, token, l.Account, deref(ep), l.Level, l.ID)
+		return err
+	})
+	return out, token, err
+}
+
+// linkRefusal says why a link could not be used.
+func (s *Store) linkRefusal(ctx context.Context, token string) error {
+	l, err := s.PortalLinkByToken(ctx, token)
+	switch {
+	case err != nil:
+		return err
+	case l.UsedAt != nil:
+		return ErrLinkUsed
+	default:
+		return ErrLinkExpired
+	}
+}
+
+// OpenSupportSession creates a support session (the caller checked the
+// admin token) and returns it with its cookie token.
+func (s *Store) OpenSupportSession(ctx context.Context) (PortalSession, string, error) {
+	token := "hps_" + randomToken()
+	ps, err := insertPortalSession(ctx, s.pool, token, "", "", PortalSupport, "")
+	return ps, token, err
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func insertPortalSession(ctx context.Context, q querier, token, account, endpointID, level, linkID string) (PortalSession, error) {
+	ps, err := scanPortalSession(q.QueryRow(ctx, `INSERT INTO webhooks.portal_sessions AS s
+		(id, token_sha256, account, endpoint_id, level, link_id, csrf_token)
+		VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''), $5, NULLIF($6, ''), $7)
+		RETURNING `+portalSessionColumns,
+		"ps_"+randomHex(8), HashToken(token), account, endpointID, level, linkID, randomToken()))
+	if err != nil {
+		return ps, fmt.Errorf("creating portal session: %s", oneLine(err))
+	}
+	return ps, nil
+}
+
+// SessionLimits bound a portal session's life.
+type SessionLimits struct {
+	// Idle ends a session not used for this long.
+	Idle time.Duration
+	// Max ends a session this long after it was created.
+	Max time.Duration
+}
+
+// PortalSessionByToken returns the live session of a cookie token and
+// marks it used now; takeFlash also takes (and clears) its one-time
+// notice. ErrSessionEnded when it was revoked or passed a limit,
+// ErrNotFound when there is no such session.
+func (s *Store) PortalSessionByToken(ctx context.Context, token string, lim SessionLimits, takeFlash bool) (PortalSession, error) {
+	var flash []byte
+	ps, err := scanPortalSession(s.pool.QueryRow(ctx, `UPDATE webhooks.portal_sessions s SET last_seen_at = now(),
+			flash = CASE WHEN $2 THEN NULL ELSE s.flash END
+		FROM (SELECT id, flash FROM webhooks.portal_sessions WHERE token_sha256 = $1 FOR UPDATE) old
+		WHERE s.id = old.id AND s.revoked_at IS NULL
+			AND s.last_seen_at > now() - make_interval(secs => $3::float8)
+			AND s.created_at > now() - make_interval(secs => $4::float8)
+		RETURNING `+portalSessionColumns+`, CASE WHEN $2 THEN old.flash END`,
+		HashToken(token), takeFlash, lim.Idle.Seconds(), lim.Max.Seconds()), &flash)
+	if errors.Is(err, ErrNotFound) {
+		return ps, s.sessionRefusal(ctx, token)
+	}
+	if err != nil {
+		return ps, fmt.Errorf("reading portal session: %s", oneLine(err))
+	}
+	ps.Flash = flash
+	return ps, nil
+}
+
+func (s *Store) sessionRefusal(ctx context.Context, token string) error {
+	var one int
+	err := s.pool.QueryRow(ctx, `SELECT 1 FROM webhooks.portal_sessions WHERE token_sha256 = $1`, HashToken(token)).Scan(&one)
+	switch err = translate(err); {
+	case err == nil:
+		return ErrSessionEnded
+	case errors.Is(err, ErrNotFound):
+		return ErrNotFound
+	default:
+		return fmt.Errorf("reading portal session: %s", oneLine(err))
+	}
+}
+
+// RevokePortalSession ends a session (sign-out); revoking an ended one is
+// not an error.
+func (s *Store) RevokePortalSession(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE webhooks.portal_sessions SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("revoking portal session %s: %s", id, oneLine(err))
+	}
+	return nil
+}
+
+// SetPortalSessionAccount makes a support session act on behalf of
+// account (empty: of none).
+func (s *Store) SetPortalSessionAccount(ctx context.Context, id, account string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE webhooks.portal_sessions SET account = NULLIF($2, '')
+		WHERE id = $1 AND level = 'support' AND revoked_at IS NULL`, id, account)
+	if err != nil {
+		return fmt.Errorf("switching portal session %s: %s", id, oneLine(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("support session %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// SetPortalFlash stores the one-time notice the session's next page shows.
+func (s *Store) SetPortalFlash(ctx context.Context, id string, flash json.RawMessage) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE webhooks.portal_sessions SET flash = $2 WHERE id = $1`, id, flash); err != nil {
+		return fmt.Errorf("saving portal notice: %s", oneLine(err))
+	}
+	return nil
+}
+
+// PortalAuditEntry is one row of the portal's audit trail.
+type PortalAuditEntry struct {
+	At      time.Time
+	Actor   string
+	Account string
+	Action  string
+	Target  string
+	Detail  string
+}
+
+// AddPortalAudit records an action taken in the portal.
+func (s *Store) AddPortalAudit(ctx context.Context, e PortalAuditEntry) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO webhooks.portal_audit (actor, account, action, target, detail)
+		VALUES ($1, NULLIF($2, ''), $3, $4, $5)`, e.Actor, e.Account, e.Action, e.Target, e.Detail)
+	if err != nil {
+		return fmt.Errorf("recording portal audit: %s", oneLine(err))
+	}
+	return nil
+}
+
+// ListPortalAudit returns the newest audit rows of account (AnyAccount:
+// every account's), at most limit.
+func (s *Store) ListPortalAudit(ctx context.Context, account string, limit int) ([]PortalAuditEntry, error) {
+	rows, err := s.pool.Query(ctx, `SELECT at, actor, COALESCE(account, ''), action, target, detail
+		FROM webhooks.portal_audit WHERE ($1 = '' OR account = $1) ORDER BY at DESC, id DESC LIMIT $2`, account, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing portal audit: %s", oneLine(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (PortalAuditEntry, error) {
+		var e PortalAuditEntry
+		return e, row.Scan(&e.At, &e.Actor, &e.Account, &e.Action, &e.Target, &e.Detail)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing portal audit: %s", oneLine(err))
+	}
+	return out, nil
+}
+
+// ListPortalReplays returns the replay audit rows of account (AnyAccount:
+// every replay) that are not dry runs, newest first; with endpointID, only
+// those whose filter names that endpoint.
+func (s *Store) ListPortalReplays(ctx context.Context, account, endpointID string, limit int) ([]Replay, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+replayColumns+` FROM webhooks.replays
+		WHERE NOT dry_run AND ($1 = '' OR account = $1) AND ($2 = '' OR filter->>'endpoint' = $2)
+		ORDER BY created_at DESC, id LIMIT $3`, account, endpointID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing replays: %s", oneLine(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Replay, error) { return scanReplay(row) })
+	if err != nil {
+		return nil, fmt.Errorf("listing replays: %s", oneLine(err))
+	}
+	return out, nil
+}
+
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// DeliveryCursor is a position in the delivery log: the (created_at, id)
+// of a row.
+type DeliveryCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// DeliveryLogParams selects a page of the delivery log.
+type DeliveryLogParams struct {
+	// Account is required: the log is read for one account only.
+	Account string
+	// EndpointID, Status, EventType and EventID match exactly when set.
+	EndpointID string
+	Status     string
+	EventType  string
+	EventID    string
+	// Since and Until bound created_at: Since <= created_at < Until.
+	Since, Until time.Time
+	// Oldest orders oldest first; the default is newest first.
+	Oldest bool
+	// After, when set, pages on from that row: towards older rows
+	// (towards newer ones with Oldest), or back with Back.
+	After *DeliveryCursor
+	// Back pages the other way from After.
+	Back bool
+	// Limit caps the rows. Defaults to 50.
+	Limit int
+}
+
+// DeliveryLog returns one page of the delivery log in display order, and
+// whether more rows lie beyond it in the direction read. It counts nothing
+// (no totals): each page is one index range scan.
+func (s *Store) DeliveryLog(ctx context.Context, p DeliveryLogParams) ([]Delivery, bool, error) {
+	if p.Account == "" {
+		return nil, false, errors.New("reading the delivery log: an account is required")
+	}
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	// Reading newest first unless (Oldest xor Back).
+	desc := p.Oldest == p.Back
+	where, args := deliveryLogWhere(p, desc)
+	order := "created_at DESC, id DESC"
+	if !desc {
+		order = "created_at, id"
+	}
+	args = append(args, p.Limit+1)
+	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries WHERE `+where+
+		` ORDER BY `+order+fmt.Sprintf(` LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the delivery log: %s", oneLine(err))
+	}
+	out, err := collectDeliveries(rows)
+	if err != nil {
+		return nil, false, err
+	}
+	more := len(out) > p.Limit
+	if more {
+		out = out[:p.Limit]
+	}
+	if p.Back {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out, more, nil
+}
+
+func deliveryLogWhere(p DeliveryLogParams, desc bool) (string, []any) {
+	where := "account = $1"
+	args := []any{p.Account}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where += fmt.Sprintf(" AND "+cond, len(args))
+	}
+	if p.EndpointID != "" {
+		add("endpoint_id = $%d", p.EndpointID)
+	}
+	if p.Status != "" {
+		add("status = $%d", p.Status)
+	}
+	if p.EventType != "" {
+		add("event_type = $%d", p.EventType)
+	}
+	if p.EventID != "" {
+		add("event_id = $%d", p.EventID)
+	}
+	if !p.Since.IsZero() {
+		add("created_at >= $%d", p.Since)
+	}
+	if !p.Until.IsZero() {
+		add("created_at < $%d", p.Until)
+	}
+	if p.After != nil {
+		op := ">"
+		if desc {
+			op = "<"
+		}
+		args = append(args, p.After.CreatedAt, p.After.ID)
+		where += fmt.Sprintf(" AND (created_at, id) %s ($%d, $%d)", op, len(args)-1, len(args))
+	}
+	return where, args
+}
+
+// EndpointStats is the health of one endpoint over a window, from the
+// attempt log.
+type EndpointStats struct {
+	// Delivered and Failed count attempts answered 2xx, and attempts that
+	// failed (retried, gone, permanent, refused); attempts that made no
+	// request (circuit open, deferred, skipped) count in neither.
+	Delivered, Failed int64
+	// P50 is the median duration of the attempts that made a request;
+	// zero when there were none.
+	P50 time.Duration
+	// LastSuccessAt and LastFailureAt are zero when none was ever seen.
+	LastSuccessAt, LastFailureAt time.Time
+}
+
+// PortalEndpointStats returns, for the endpoints ids of account, their
+// attempt counts and median latency since since, and their last success
+// and failure ever.
+func (s *Store) PortalEndpointStats(ctx context.Context, account string, ids []string, since time.Time) (map[string]EndpointStats, error) {
+	rows, err := s.pool.Query(ctx, `SELECT e.id,
+			COALESCE(a.delivered, 0), COALESCE(a.failed, 0), COALESCE(a.p50, 0), h.last_success_at, h.last_failure_at
+		FROM unnest($2::text[]) AS e(id)
+		LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e.id
+		LEFT JOIN LATERAL (
+			SELECT count(*) FILTER (WHERE outcome IN `+sqlSuccess+`) AS delivered,
+				count(*) FILTER (WHERE outcome IN `+sqlFailures+`) AS failed,
+				percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms)
+					FILTER (WHERE outcome IN `+sqlSuccess+` OR outcome IN `+sqlFailures+`) AS p50
+			FROM webhooks.attempts
+			WHERE endpoint_id = e.id AND started_at >= $3 AND (account = $1 OR account IS NULL)
+		) a ON true`, account, ids, since)
+	if err != nil {
+		return nil, fmt.Errorf("reading endpoint stats: %s", oneLine(err))
+	}
+	defer rows.Close()
+	out := map[string]EndpointStats{}
+	for rows.Next() {
+		var (
+			id               string
+			st               EndpointStats
+			p50              float64
+			success, failure *time.Time
+		)
+		if err := rows.Scan(&id, &st.Delivered, &st.Failed, &p50, &success, &failure); err != nil {
+			return nil, fmt.Errorf("reading endpoint stats: %s", oneLine(err))
+		}
+		st.P50 = time.Duration(p50 * float64(time.Millisecond))
+		st.LastSuccessAt, st.LastFailureAt = timeOrZero(success), timeOrZero(failure)
+		out[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading endpoint stats: %s", oneLine(err))
+	}
+	return out, nil
+}
+
+// OutcomeCount is a number of attempts (by outcome class) or deliveries
+// (by event type and state).
+type OutcomeCount struct {
+	// Key is the outcome class (2xx, 4xx, 5xx, timeout, dns, tls,
+	// refused, or the error class) or the event type.
+	Key string
+	// Status is the delivery state, for counts by event type.
+	Status string
+	N      int64
+}
+
+// PortalOutcomeClasses counts the attempts of endpoint endpointID of
+// account since since by outcome class.
+func (s *Store) PortalOutcomeClasses(ctx context.Context, account, endpointID string, since time.Time) ([]OutcomeCount, error) {
+	rows, err := s.pool.Query(ctx, `SELECT CASE
+			WHEN outcome = 'delivered' THEN '2xx'
+			WHEN error_class IN ('timeout', 'connect_timeout') THEN 'timeout'
+			WHEN error_class = 'dns_error' THEN 'dns'
+			WHEN error_class = 'tls_error' THEN 'tls'
+			WHEN error_class = 'connect_refused' THEN 'refused'
+			WHEN status_code BETWEEN 400 AND 499 THEN '4xx'
+			WHEN status_code BETWEEN 500 AND 599 THEN '5xx'
+			ELSE COALESCE(NULLIF(error_class, ''), outcome) END AS class, '', count(*)
+		FROM webhooks.attempts
+		WHERE endpoint_id = $2 AND started_at >= $3 AND (account = $1 OR account IS NULL)
+		GROUP BY 1 ORDER BY 3 DESC, 1`, account, endpointID, since)
+	return collectCounts(rows, err)
+}
+
+// PortalTypeCounts counts the deliveries of endpoint endpointID of account
+// created since since, by event type and state.
+func (s *Store) PortalTypeCounts(ctx context.Context, account, endpointID string, since time.Time) ([]OutcomeCount, error) {
+	rows, err := s.pool.Query(ctx, `SELECT event_type, status, count(*) FROM webhooks.deliveries
+		WHERE endpoint_id = $2 AND account = $1 AND created_at >= $3
+		GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 500`, account, endpointID, since)
+	return collectCounts(rows, err)
+}
+
+func collectCounts(rows pgx.Rows, err error) ([]OutcomeCount, error) {
+	if err != nil {
+		return nil, fmt.Errorf("counting attempts: %s", oneLine(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutcomeCount, error) {
+		var c OutcomeCount
+		return c, row.Scan(&c.Key, &c.Status, &c.N)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting attempts: %s", oneLine(err))
+	}
+	return out, nil
+}
+
+// PortalSearchHit is one thing a support search found.
+type PortalSearchHit struct {
+	// Kind is account, endpoint, delivery or event; ID is the account,
+	// endpoint or delivery id (for an event: of each of its deliveries).
+	Kind    string
+	ID      string
+	Account string
+	Detail  string
+}
+
+// PortalSearch finds, across accounts, the endpoint (live or deleted),
+// delivery or event with id q, and the accounts whose name starts with q;
+// at most 50 hits.
+func (s *Store) PortalSearch(ctx context.Context, q string) ([]PortalSearchHit, error) {
+	rows, err := s.pool.Query(ctx, `
+		(SELECT 'endpoint', id, account, CASE WHEN deleted_at IS NULL THEN '' ELSE 'deleted' END
+			FROM webhooks.endpoint_ids WHERE id = $1)
+		UNION ALL
+		(SELECT 'delivery', id, account, event_type || ' to ' || endpoint_id || ', ' || status
+			FROM webhooks.deliveries WHERE id = $1)
+		UNION ALL
+		(SELECT 'event', id, account, 'event ' || event_id || ': ' || event_type || ' to ' || endpoint_id || ', ' || status
+			FROM webhooks.deliveries WHERE event_id = $1 ORDER BY account, endpoint_id LIMIT 20)
+		UNION ALL
+		(SELECT 'account', account, account, count(*) || ' endpoint id(s)'
+			FROM webhooks.endpoint_ids WHERE starts_with(account, $1) GROUP BY account ORDER BY account LIMIT 20)
+		LIMIT 50`, q)
+	if err != nil {
+		return nil, fmt.Errorf("searching: %s", oneLine(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (PortalSearchHit, error) {
+		var h PortalSearchHit
+		return h, row.Scan(&h.Kind, &h.ID, &h.Account, &h.Detail)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("searching: %s", oneLine(err))
+	}
+	return out, nil
+}
