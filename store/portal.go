@@ -66,11 +66,40 @@ type CreatePortalLinkParams struct {
 	TTL       time.Duration
 }
 
+// Bounds of a portal link's lifetime.
+const (
+	// PortalLinkTTL is the lifetime of a link when none is asked for.
+	PortalLinkTTL = time.Hour
+	// MaxPortalLinkTTL is the longest lifetime a link may have.
+	MaxPortalLinkTTL = 24 * time.Hour
+)
+
+// ErrInvalidLink wraps what is wrong with the parameters of a new link.
+var ErrInvalidLink = errors.New("invalid portal link")
+
+func (p *CreatePortalLinkParams) validate() error {
+	switch {
+	case p.Level != PortalRead && p.Level != PortalManage:
+		return fmt.Errorf("%w: level %q: must be read or manage", ErrInvalidLink, p.Level)
+	case p.TTL > MaxPortalLinkTTL:
+		return fmt.Errorf("%w: ttl %s: at most %s", ErrInvalidLink, p.TTL, MaxPortalLinkTTL)
+	case p.Account == "":
+		return fmt.Errorf("%w: an account is required", ErrInvalidLink)
+	}
+	return nil
+}
+
 // CreatePortalLink stores a new link and returns it with its token ("hpl_"
-// and 256 random bits), which is not stored and cannot be shown again.
+// and 256 random bits), which is not stored and cannot be shown again. A
+// TTL of zero means PortalLinkTTL; a negative one makes an expired link
+// (tests). ErrInvalidLink for a bad level or TTL; ErrNotFound when the
+// endpoint is not one of the account's.
 func (s *Store) CreatePortalLink(ctx context.Context, p CreatePortalLinkParams) (PortalLink, string, error) {
-	if p.Level != PortalRead && p.Level != PortalManage {
-		return PortalLink{}, "", fmt.Errorf("portal link level %q: must be read or manage", p.Level)
+	if p.TTL == 0 {
+		p.TTL = PortalLinkTTL
+	}
+	if err := p.validate(); err != nil {
+		return PortalLink{}, "", err
 	}
 	token := portalLinkPrefix + randomToken()
 	var l PortalLink

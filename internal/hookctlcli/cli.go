@@ -43,6 +43,7 @@ type CLI struct {
 	Deliveries DeliveriesCmd `cmd:"" help:"The delivery log: list an endpoint's deliveries, show a delivery's attempt timeline."`
 	DLQ        DLQCmd        `cmd:"" name:"dlq" help:"Dead letters: list, replay (resumable, audited), replay audit log."`
 	Tokens     TokensCmd     `cmd:"" help:"HTTP API tokens, one account each: create (shown once), list, revoke."`
+	Portal     PortalCmd     `cmd:"" help:"Delivery portal links: one-time URLs that open /portal/ for an account."`
 }
 
 // Globals are the connection and output flags every command shares. They
