@@ -19,6 +19,15 @@ CREATE TABLE webhooks.endpoint_ids (
 );
 INSERT INTO webhooks.endpoint_ids (id, account, created_at)
 SELECT id, account, created_at FROM webhooks.endpoints;
+-- Endpoints deleted before this version left no tombstone. Those that ever
+-- had a delivery (so may still have retries or dead letters in Kafka) get
+-- one now, under the account of their newest delivery.
+INSERT INTO webhooks.endpoint_ids (id, account, created_at, deleted_at)
+SELECT DISTINCT ON (d.endpoint_id) d.endpoint_id, d.account, d.created_at, now()
+FROM webhooks.deliveries d
+WHERE d.account <> '' AND NOT EXISTS (SELECT 1 FROM webhooks.endpoints e WHERE e.id = d.endpoint_id)
+ORDER BY d.endpoint_id, d.created_at DESC
+ON CONFLICT (id) DO NOTHING;
 
 -- The tombstones alone.
 CREATE VIEW webhooks.deleted_endpoints AS
