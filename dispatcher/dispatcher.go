@@ -332,6 +332,7 @@ func (d *Dispatcher) refreshGauges() {
 	now := d.clock.Now()
 	d.sweepEndpointsLocked(now)
 	d.sweepAccountsLocked(time.Now())
+	d.shedLocked(now)
 	waiting := map[string]int{}
 	oldestDue := map[string]time.Duration{}
 	for _, t := range d.names.Retry {

@@ -61,6 +61,15 @@
 // free and nothing else is ready, so the per-record path stays O(1). A
 // share is enforced when a request starts: an account that took every
 // slot while alone gives them back as its requests end (within Timeout).
+// Memory is shared the same way: once a partition holds half of
+// PartitionMaxHeld, a record whose account holds its share (and other
+// accounts are active) goes to the first retry tier without spending an
+// attempt (error class fair_share) instead of waiting in its endpoint's
+// queue, so one account's queued records cannot fill the partition and
+// pause it, holding up the other accounts' records behind them; a
+// partition an account filled while alone is emptied of its queued
+// records down to half (newest first) by the periodic sweep once others
+// are active.
 //
 // # The account check
 //

@@ -170,3 +170,66 @@ func (d *Dispatcher) sweepAccountsLocked(now time.Time) {
 		d.pumpLocked()
 	}
 }
+
+// crowdingLocked reports whether a record of account a must not be queued
+// in partition ps: other accounts are active, the partition holds half of
+// PartitionMaxHeld, and a already holds its share of slots. Queued, its
+// records would fill the partition and pause its fetching, holding up the
+// other accounts' records behind them for as long as a's own requests
+// take; they go to the first retry tier instead, without spending an
+// attempt, as past a full endpoint backlog.
+func (d *Dispatcher) crowdingLocked(ps *partState, a *accountState) bool {
+	return d.active > 1 && len(ps.pending) >= d.cfg.PartitionMaxHeld/2 && a.inFlight >= d.shareLocked()
+}
+
+// shedLocked empties the partitions full enough to be paused of the
+// queued records of accounts at their share, newest first, down to half
+// of PartitionMaxHeld, deferring them to the first retry tier: a
+// partition an account filled while it was alone (with no share to keep)
+// flows again once other accounts are active. It runs with the periodic
+// sweep, and walks only full partitions.
+func (d *Dispatcher) shedLocked(now time.Time) {
+	if d.active <= 1 {
+		return
+	}
+	share := d.shareLocked()
+	touched := map[*endpointState]bool{}
+	for _, ps := range d.parts {
+		if ps.revoked || len(ps.pending) < d.cfg.PartitionMaxHeld {
+			continue
+		}
+		excess := len(ps.pending) - d.cfg.PartitionMaxHeld/2
+		for i := len(ps.pending) - 1; i >= 0 && excess > 0; i-- {
+			it := ps.pending[i]
+			if !it.queued {
+				continue
+			}
+			ep := d.eps[it.d.EndpointID]
+			if ep == nil || ep.acct.inFlight < share {
+				continue
+			}
+			it.queued = false
+			touched[ep] = true
+			d.m.fairShareDeferred.Inc()
+			d.startFinishLocked(it, result{deferred: ClassFairShare, startedAt: now})
+			excess--
+		}
+	}
+	if len(touched) == 0 {
+		return
+	}
+	for ep := range touched {
+		q := ep.queue[:0]
+		for _, it := range ep.queue {
+			if it.queued {
+				q = append(q, it)
+			}
+		}
+		clear(ep.queue[len(q):])
+		ep.queue = q
+	}
+	d.dropParkedLocked()
+	for ep := range touched {
+		d.forgetEndpointLocked(ep)
+	}
+}

@@ -27,7 +27,7 @@ type result struct {
 	aborted   bool // cut by shutdown: leave the record unfinished
 
 	skip      string // ClassDisabled, ClassDeleted or ClassAccountMismatch: no request
-	deferred  bool   // the endpoint's backlog was full: no request
+	deferred  string // ClassBacklogFull or ClassFairShare: no request
 	malformed error  // not a delivery record
 }
 
@@ -97,8 +97,8 @@ func (d *Dispatcher) decide(dl *delivery.Delivery, res result, now time.Time) pl
 		p.outcome, p.errorClass, p.action = attempt.OutcomeSkipped, res.skip, attempt.NextDeadLetter
 		p.reason = skipReason(res.skip)
 		return p
-	case res.deferred:
-		p.outcome, p.errorClass, p.action = attempt.OutcomeDeferred, ClassBacklogFull, attempt.NextRetry
+	case res.deferred != "":
+		p.outcome, p.errorClass, p.action = attempt.OutcomeDeferred, res.deferred, attempt.NextRetry
 		p.tier, p.due = 0, d.policy.Defer(now)
 		p.next.DueAt = p.due
 		return p

@@ -23,6 +23,7 @@ type metrics struct {
 	tierLateness       *prometheus.HistogramVec
 	rateLimited        prometheus.Counter
 	fairShareWaits     prometheus.Counter
+	fairShareDeferred  prometheus.Counter
 	activeAccounts     prometheus.Gauge
 	produceErrors      prometheus.Counter
 	malformed          prometheus.Counter
@@ -60,6 +61,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Times an endpoint with queued records had to wait for its next start time (its rate_per_sec) before a request."}),
 		fairShareWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fair_share_waits_total",
 			Help: "Times an endpoint ready to start a request had to wait because its account held its fair share of the process's concurrency while other accounts were active."}),
+		fairShareDeferred: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fair_share_deferred_total",
+			Help: "Records sent to the first retry tier without an attempt (error class fair_share) because their account, holding its share of the process's concurrency while other accounts were active, would otherwise fill their partition and pause it."}),
 		activeAccounts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "active_accounts",
 			Help: "Accounts sharing this process's concurrency: with requests in flight or ready, or within the linger time of their last one. Each may hold max(ceil(concurrency/active), 4) requests; one alone may hold all."}),
 		tierLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "tier_release_lateness_seconds",
@@ -76,7 +79,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.latency, m.inFlight, m.breakers, m.breakerTransitions,
-		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.fairShareWaits, m.activeAccounts, m.produceErrors, m.malformed, m.commits} {
+		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.fairShareWaits, m.fairShareDeferred, m.activeAccounts, m.produceErrors, m.malformed, m.commits} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

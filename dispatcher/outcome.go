@@ -36,6 +36,7 @@ const (
 	ClassInvalidURL      = "invalid_url"    // the endpoint URL cannot be requested
 	ClassInvalidSecret   = "invalid_secret" // a signing secret is not whsec_<base64>
 	ClassBacklogFull     = "backlog_full"   // deferred: the endpoint's backlog is full
+	ClassFairShare       = "fair_share"     // deferred: its account, at its share, crowded a filling partition
 	ClassDisabled        = "endpoint_disabled"
 	ClassDeleted         = "endpoint_deleted"
 	ClassAccountMismatch = "account_mismatch" // the record's account is not the endpoint's: never sent

@@ -63,6 +63,8 @@ type item struct {
 	// started is set once it is handed to a worker or a finisher: it is no
 	// longer waiting to be attempted.
 	started bool
+	// queued: it waits in its endpoint's queue.
+	queued bool
 }
 
 // endpointState queues one endpoint's records; it exists only while the
@@ -157,9 +159,15 @@ func (d *Dispatcher) routeLocked(it *item, now time.Time) bool {
 	ep.max = d.maxInFlight(t)
 	ep.rate = t.RatePerSec
 	if len(ep.queue) >= d.cfg.EndpointBacklog {
-		d.startFinishLocked(it, result{deferred: true, startedAt: now})
+		d.startFinishLocked(it, result{deferred: ClassBacklogFull, startedAt: now})
 		return true
 	}
+	if d.crowdingLocked(it.part, ep.acct) {
+		d.m.fairShareDeferred.Inc()
+		d.startFinishLocked(it, result{deferred: ClassFairShare, startedAt: now})
+		return true
+	}
+	it.queued = true
 	ep.queue = append(ep.queue, it)
 	d.markReadyLocked(ep)
 	return true
@@ -277,6 +285,7 @@ func (d *Dispatcher) startLocked(ep *endpointState) {
 	it := ep.queue[0]
 	ep.queue[0] = nil
 	ep.queue = ep.queue[1:]
+	it.queued = false
 	ep.inFlight++
 	ep.acct.inFlight++
 	d.slots--
@@ -394,7 +403,9 @@ func (d *Dispatcher) dropQueuedLocked(drop func(*partState) bool) {
 	for _, ep := range d.eps {
 		q := ep.queue[:0]
 		for _, it := range ep.queue {
-			if !drop(it.part) {
+			if drop(it.part) {
+				it.queued = false
+			} else {
 				q = append(q, it)
 			}
 		}
