@@ -135,12 +135,28 @@ func decode(r *kgo.Record) Entry {
 	switch {
 	case perr != nil:
 		e.Unreplayable = perr.Error()
+	case p.Reason == deadletter.ReasonOversize || p.Reason == deadletter.ReasonUnpublishable:
+		e.fromSummary(r)
 	case derr != nil:
 		e.Unreplayable = derr.Error()
 	case p.Reason == deadletter.ReasonInvalidEnvelope || p.Reason == deadletter.ReasonMalformed:
 		e.Unreplayable = "not a delivery: " + p.Reason
 	}
 	return e
+}
+
+// fromSummary fills e from a dead letter that stands for an outbox row the
+// relay could not publish: it names the event, but there is no delivery to
+// send again (the row is in webhooks.outbox until pruned).
+func (e *Entry) fromSummary(r *kgo.Record) {
+	e.EndpointID = ""
+	e.Unreplayable = "not a delivery: " + e.Reason + " (the event was never published; see its outbox row)"
+	if s, err := deadletter.ReadSummary(r); err == nil {
+		e.Account, e.EventID, e.EventType = s.Account, s.EventID, s.EventType
+		if s.OutboxID != "" {
+			e.Unreplayable = fmt.Sprintf("not a delivery: %s (the event was never published; outbox row %s)", e.Reason, s.OutboxID)
+		}
+	}
 }
 
 // errStop ends a scan early without an error.
