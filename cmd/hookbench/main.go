@@ -35,8 +35,10 @@ func main() {
 	flag.Float64Var(&cfg.OutboxShare, "outbox-share", 0.5, "share of events written through the outbox (the rest to the ingress topic)")
 	flag.Float64Var(&cfg.IsolationRate, "isolation-rate", 1000, "events/s of the isolation phase (100 endpoints, one hanging in the second run)")
 	flag.IntVar(&cfg.RiverJobs, "river-jobs", 40000, "deliveries the River baseline (B2) makes")
+	flag.Float64Var(&cfg.TenancyAbuseRate, "tenancy-abuse-rate", 100, "events/s of the abusive account in the tenancy phase (100 healthy accounts at --isolation-rate next to it)")
+	flag.IntVar(&cfg.TenancyAbusiveEndpoints, "tenancy-abusive-endpoints", 8, "hanging endpoints of the abusive account (max_in_flight 100000, timeout_ms 60000 stored)")
 	flag.StringVar(&mem, "memory-endpoints", "10000,100000", "endpoint counts of the memory phase")
-	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: latency,isolation,memory,b0,b1,b2")
+	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: saturation (with it latency, b0, b1, b2),latency,isolation,tenancy,memory,b0,b1,b2")
 	flag.Parse()
 	cfg.Skip = map[string]bool{}
 	for _, s := range strings.Split(skip, ",") {

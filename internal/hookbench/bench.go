@@ -57,6 +57,7 @@ type Results struct {
 	Latency90     *Percentiles                  `json:"latency_at_90pct"`
 	MemoryMiB     map[string]map[string]float64 `json:"memory_peak_rss_mib_by_endpoints"`
 	Isolation     *Isolation                    `json:"isolation"`
+	Tenancy       *Tenancy                      `json:"tenancy"`
 	B0            float64                       `json:"b0_plain_http_loop_per_second"`
 	B1            float64                       `json:"b1_naive_dispatcher_per_second"`
 	B2            float64                       `json:"b2_river_per_second"`
@@ -125,6 +126,45 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 }
 
 func (b *bench) runAll(ctx context.Context) error {
+	if !b.cfg.Skip["saturation"] {
+		if err := b.onSaturationStack(ctx); err != nil {
+			return err
+		}
+	}
+	if !b.cfg.Skip["isolation"] {
+		if err := b.isolation(ctx); err != nil {
+			return fmt.Errorf("isolation: %w", err)
+		}
+	}
+	if !b.cfg.Skip["tenancy"] {
+		if err := b.tenancy(ctx); err != nil {
+			return fmt.Errorf("tenancy: %w", err)
+		}
+	}
+	if !b.cfg.Skip["memory"] {
+		for _, n := range b.cfg.MemoryEndpoints {
+			if err := b.memory(ctx, n); err != nil {
+				return fmt.Errorf("memory with %d endpoints: %w", n, err)
+			}
+		}
+	}
+	r := b.res
+	if r.B0 > 0 {
+		r.Ratios["hookd/B0"] = r.Saturation / r.B0
+	}
+	if r.B1 > 0 {
+		r.Ratios["hookd/B1"] = r.Saturation / r.B1
+	}
+	if r.B2 > 0 {
+		r.Ratios["hookd/B2"] = r.Saturation / r.B2
+	}
+	return nil
+}
+
+// onSaturationStack runs the phases that share the saturation stack: the
+// baselines B0 and B2, saturation, latency at 50% and 90% of it, B1.
+// Skipping saturation skips them all (latency is a share of it).
+func (b *bench) onSaturationStack(ctx context.Context) error {
 	sat, err := b.newStack(ctx, stackParams{endpoints: b.cfg.Endpoints, partitions: b.cfg.Partitions})
 	if err != nil {
 		return fmt.Errorf("starting hookd: %w", err)
@@ -169,29 +209,6 @@ func (b *bench) runAll(ctx context.Context) error {
 		if err := b.b1(ctx, sat); err != nil {
 			return fmt.Errorf("B1: %w", err)
 		}
-	}
-	sat.close()
-	if !b.cfg.Skip["isolation"] {
-		if err := b.isolation(ctx); err != nil {
-			return fmt.Errorf("isolation: %w", err)
-		}
-	}
-	if !b.cfg.Skip["memory"] {
-		for _, n := range b.cfg.MemoryEndpoints {
-			if err := b.memory(ctx, n); err != nil {
-				return fmt.Errorf("memory with %d endpoints: %w", n, err)
-			}
-		}
-	}
-	r := b.res
-	if r.B0 > 0 {
-		r.Ratios["hookd/B0"] = r.Saturation / r.B0
-	}
-	if r.B1 > 0 {
-		r.Ratios["hookd/B1"] = r.Saturation / r.B1
-	}
-	if r.B2 > 0 {
-		r.Ratios["hookd/B2"] = r.Saturation / r.B2
 	}
 	return nil
 }

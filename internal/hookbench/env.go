@@ -4,7 +4,8 @@
 // 127.0.0.1 receivers, and measures, in one run on one machine, the
 // saturation throughput, latency from event commit to receiver at 50% and
 // 90% of it, CPU and memory per process, memory with many endpoints,
-// isolation from a hanging endpoint, and three baselines: a plain HTTP
+// isolation from a hanging endpoint, healthy accounts' latency next to an
+// abusive account (tenancy), and three baselines: a plain HTTP
 // loop (B0), a naive one-record-at-a-time dispatcher (B1) and a River
 // (Postgres queue) sender (B2, a separate module under bench/river). It
 // writes a Markdown table, a JSON file and PNG plots. It never sends a
@@ -74,8 +75,14 @@ type Config struct {
 	IsolationRate float64
 	// RiverJobs is how many deliveries B2 makes. Defaults to 40000.
 	RiverJobs int
+	// TenancyAbuseRate is the abusive account's events/s in the tenancy
+	// phase (the healthy accounts run at IsolationRate). Defaults to 100.
+	TenancyAbuseRate float64
+	// TenancyAbusiveEndpoints is how many hanging endpoints the abusive
+	// account has; each of its events goes to all of them. Defaults to 8.
+	TenancyAbusiveEndpoints int
 	// Skip names phases not to run (saturation, latency, isolation,
-	// memory, b0, b1, b2).
+	// tenancy, memory, b0, b1, b2).
 	Skip map[string]bool
 	// Logger prints the progress line.
 	Logger *slog.Logger
@@ -120,6 +127,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.RiverJobs == 0 {
 		c.RiverJobs = 40000
+	}
+	if c.TenancyAbuseRate == 0 {
+		c.TenancyAbuseRate = 100
+	}
+	if c.TenancyAbusiveEndpoints == 0 {
+		c.TenancyAbusiveEndpoints = 8
 	}
 	if c.Skip == nil {
 		c.Skip = map[string]bool{}

@@ -33,28 +33,7 @@ func (b *bench) isolation(ctx context.Context) error {
 			return err
 		}
 		b.res.Lost += lost
-		acctEP := map[string]string{}
-		for _, e := range s.endpoints {
-			acctEP[e.Account] = e.ID
-		}
-		var lat []float64
-		var times []time.Time
-		inWindow := 0
-		for id, e := range l.Snapshot() {
-			ep := acctEP[e.Account]
-			if e.State != chaos.StateCommitted || ep == hang {
-				continue
-			}
-			if t, got := ok[[2]string{ep, id}]; got {
-				lat = append(lat, float64(t.Sub(e.At))/1e6)
-				times = append(times, t)
-				if t.Before(start.Add(b.cfg.Phase)) {
-					inWindow++
-				}
-			}
-		}
-		pc := percentiles(lat)
-		pc.RateS = float64(inWindow) / b.cfg.Phase.Seconds()
+		pc, lat, times := healthyLatencies(s, l, ok, start, b.cfg.Phase, map[string]bool{hang: true})
 		b.res.Series[name] = series(times, start)
 		b.res.cdf[map[bool]string{false: "100 healthy", true: "99 healthy + 1 hanging"}[hanging]] = lat
 		if hanging {

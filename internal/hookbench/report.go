@@ -45,6 +45,14 @@ func (r *Results) Markdown() string {
 		fmt.Fprintf(&b, "| isolation: healthy p99 ms without / with 1 hanging | %.1f / %.1f (ratio %.3f) | >= 0.95 |\n",
 			iso.Without.P99, iso.With.P99, iso.P99Ratio)
 	}
+	if ten := r.Tenancy; ten != nil && ten.Without != nil && ten.With != nil {
+		fmt.Fprintf(&b, "| tenancy, 100 healthy accounts at %.0f events/s: deliveries/s without / with an abusive account (%d hanging endpoints, max_in_flight 100000, %.0f events/s) | %.0f / %.0f (ratio %.3f) | >= 0.95 |\n",
+			ten.Rate, ten.AbuseEndpoints, ten.AbuseRate, ten.Without.RateS, ten.With.RateS, ten.ThroughputRatio)
+		fmt.Fprintf(&b, "| tenancy: healthy p50 / p99 ms without / with the abusive account | %.1f / %.1f — %.1f / %.1f (p99 ratio %.3f) | >= 0.95 |\n",
+			ten.Without.P50, ten.Without.P99, ten.With.P50, ten.With.P99, ten.P99Ratio)
+		fmt.Fprintf(&b, "| tenancy: abusive account's events committed / timeouts / breaker openings / circuit-open attempts / fair-share waits / fair-share deferrals | %d / %.0f / %.0f / %.0f / %.0f / %.0f | |\n",
+			ten.AbusiveCommitted, ten.AbusiveTimeouts, ten.BreakerOpenings, ten.CircuitOpen, ten.FairShareWaits, ten.FairShareDeferred)
+	}
 	fmt.Fprintf(&b, "| lost (committed, never delivered) over every phase | %d | 0 |\n\n", r.Lost)
 	names := make([]string, 0, len(r.Procs))
 	for n := range r.Procs {
