@@ -139,13 +139,20 @@ func (f DaemonFlags) requireBrokers(cmd string) error {
 }
 
 // runRoles runs one or more roles (no embedded broker) as their own process.
-func runRoles(ctx context.Context, logger *slog.Logger, cmd string, f DaemonFlags, roles ...daemon.RoleFactory) error {
+// limits, when the command has those flags, configure the /v1 API's
+// endpoint checks; nil leaves the API's defaults.
+func runRoles(ctx context.Context, logger *slog.Logger, cmd string, f DaemonFlags, limits *EndpointLimitFlags, roles ...daemon.RoleFactory) error {
 	if err := f.requireBrokers(cmd); err != nil {
 		return usage(err)
 	}
 	cfg, err := f.daemonConfig()
 	if err != nil {
 		return err
+	}
+	if limits != nil {
+		if cfg.API, err = limits.apiConfig(); err != nil {
+			return usage(err)
+		}
 	}
 	return daemon.Run(ctx, cfg, logger, roles)
 }
@@ -204,18 +211,30 @@ type RunCmd struct {
 
 // Run implements `hookd run`.
 func (c *RunCmd) Run(ctx context.Context, logger *slog.Logger) error {
-	if err := c.DispatchFlags.validate(); err != nil {
+	cfg, err := c.config()
+	if err != nil {
 		return usage(err)
+	}
+	return daemon.Run(ctx, cfg, logger, c.roles())
+}
+
+// config is the process config of `hookd run`.
+func (c *RunCmd) config() (daemon.Config, error) {
+	if err := c.DispatchFlags.validate(); err != nil {
+		return daemon.Config{}, err
 	}
 	cfg, err := c.daemonConfig()
 	if err != nil {
-		return usage(err)
+		return daemon.Config{}, err
+	}
+	if cfg.API, err = c.EndpointLimitFlags.apiConfig(); err != nil {
+		return daemon.Config{}, err
 	}
 	if len(cfg.Kafka.Brokers) == 0 {
 		e := c.embeddedConfig()
 		cfg.Embedded = &e
 	}
-	return daemon.Run(ctx, cfg, logger, c.roles())
+	return cfg, nil
 }
 
 // roles lists what `hookd run` runs: every role, one endpoint index.

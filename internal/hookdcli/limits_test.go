@@ -58,6 +58,8 @@ func TestBadEndpointLimitsExitTwoWithOneLine(t *testing.T) {
 		{[]string{"run", "--max-endpoint-in-flight", "0"}, "--max-endpoint-in-flight: must be at least 1, got 0"},
 		{[]string{"dispatch", "--max-endpoint-in-flight", "2"}, "--max-in-flight: 4 is more than --max-endpoint-in-flight 2"},
 		{[]string{"dispatch", "--request-timeout", "0s"}, "--request-timeout: must be positive, got 0s"},
+		{[]string{"api", "--max-endpoint-in-flight=-1"}, "--max-endpoint-in-flight: must be at least 1, got -1"},
+		{[]string{"api", "--brokers", "127.0.0.1:1", "--request-timeout", "800h"}, "api max endpoint timeout: must be 1ms..596h31m23.647s, got 800h0m0s"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Main(context.Background(), tc.args, &stdout, &stderr)
@@ -66,4 +68,35 @@ func TestBadEndpointLimitsExitTwoWithOneLine(t *testing.T) {
 		require.Len(t, lines, 1, stderr.String())
 		require.Equal(t, "hookd: "+tc.want, lines[0])
 	}
+}
+
+// TestEndpointLimitFlagsReachTheAPI: the same flags configure the /v1
+// API's checks at create and update, for hookd run, dispatch and api.
+func TestEndpointLimitFlagsReachTheAPI(t *testing.T) {
+	t.Parallel()
+	args := []string{"--max-endpoint-in-flight", "16", "--request-timeout", "7s", "--allow-private-networks"}
+	cli := parse(t, append([]string{"run"}, args...)...)
+	cfg, err := cli.Run.config()
+	require.NoError(t, err)
+	require.Equal(t, 16, cfg.API.MaxEndpointInFlight)
+	require.Equal(t, 7*time.Second, cfg.API.MaxTimeout)
+	require.True(t, cfg.API.AllowPrivateNetworks)
+
+	for _, cmd := range []string{"dispatch", "api"} {
+		cli := parse(t, append([]string{cmd}, args...)...)
+		f := cli.Dispatch.EndpointLimitFlags
+		if cmd == "api" {
+			f = cli.API.EndpointLimitFlags
+		}
+		c, err := f.apiConfig()
+		require.NoError(t, err, cmd)
+		require.Equal(t, 16, c.MaxEndpointInFlight, cmd)
+		require.Equal(t, 7*time.Second, c.MaxTimeout, cmd)
+		require.True(t, c.AllowPrivateNetworks, cmd)
+	}
+	cfg, err = parse(t, "run").Run.config()
+	require.NoError(t, err)
+	require.Equal(t, 64, cfg.API.MaxEndpointInFlight, "default")
+	require.Equal(t, 10*time.Second, cfg.API.MaxTimeout, "default")
+	require.False(t, cfg.API.AllowPrivateNetworks, "default")
 }

@@ -47,14 +47,19 @@ func (c *HealthcheckCmd) Run(ctx context.Context, stdout io.Writer) error {
 }
 
 // APICmd runs only the HTTP surface (health, metrics, API) against Postgres
-// and Kafka, with no delivery role.
+// and Kafka, with no delivery role. Its endpoint limits must match the
+// dispatchers': it refuses what they would cap.
 type APICmd struct {
 	DaemonFlags
+	EndpointLimitFlags
 }
 
 // Run implements `hookd api`.
 func (c *APICmd) Run(ctx context.Context, logger *slog.Logger) error {
-	return runRoles(ctx, logger, "api", c.DaemonFlags)
+	if err := c.EndpointLimitFlags.validate(); err != nil {
+		return usage(err)
+	}
+	return runRoles(ctx, logger, "api", c.DaemonFlags, &c.EndpointLimitFlags)
 }
 
 // Model describes the hookd command line for tests and docs: every command

@@ -12,6 +12,7 @@ import (
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/endpoint"
 	"github.com/hookd/hookd/health"
+	"github.com/hookd/hookd/httpapi"
 	"github.com/hookd/hookd/reconcile"
 	"github.com/hookd/hookd/relay"
 	"github.com/hookd/hookd/router"
@@ -32,6 +33,14 @@ type EndpointLimitFlags struct {
 	MaxEndpointInFlight  int           `name:"max-endpoint-in-flight" default:"64" env:"HOOKD_MAX_ENDPOINT_IN_FLIGHT" help:"Largest max_in_flight an endpoint may use: the API refuses more, the dispatcher caps what is stored."`
 	RequestTimeout       time.Duration `name:"request-timeout" default:"10s" env:"HOOKD_REQUEST_TIMEOUT" help:"Total timeout of a webhook request, response included; also the longest timeout_ms an endpoint may set (it may set a shorter one)."`
 	AllowPrivateNetworks bool          `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Allow webhook destinations on loopback, private, link-local and metadata addresses, at endpoint creation and at connect time (development and tests only)."`
+}
+
+// apiConfig is the /v1 API's endpoint checks from the flags: the same
+// limits the dispatcher applies, refused at create and update.
+func (f EndpointLimitFlags) apiConfig() (httpapi.Config, error) {
+	c := httpapi.Config{AllowPrivateNetworks: f.AllowPrivateNetworks, MaxEndpointInFlight: f.MaxEndpointInFlight, MaxTimeout: f.RequestTimeout}
+	c.SetDefaults()
+	return c, c.Validate()
 }
 
 func (f EndpointLimitFlags) validate() error {
@@ -249,7 +258,7 @@ type RelayCmd struct {
 // Run implements `hookd relay`.
 func (c *RelayCmd) Run(ctx context.Context, logger *slog.Logger) error {
 	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags}
-	return runRoles(ctx, logger, "relay", c.DaemonFlags, s.relayRole())
+	return runRoles(ctx, logger, "relay", c.DaemonFlags, nil, s.relayRole())
 }
 
 // RouterCmd runs the fan-out router alone.
@@ -260,7 +269,7 @@ type RouterCmd struct {
 // Run implements `hookd router`.
 func (c *RouterCmd) Run(ctx context.Context, logger *slog.Logger) error {
 	s := &roleSet{daemon: c.DaemonFlags}
-	return runRoles(ctx, logger, "router", c.DaemonFlags, s.indexRole(), s.routerRole())
+	return runRoles(ctx, logger, "router", c.DaemonFlags, nil, s.indexRole(), s.routerRole())
 }
 
 // DispatchCmd runs a dispatcher alone; start several to scale out.
@@ -275,7 +284,7 @@ func (c *DispatchCmd) Run(ctx context.Context, logger *slog.Logger) error {
 		return usage(err)
 	}
 	s := &roleSet{daemon: c.DaemonFlags, dispatch: c.DispatchFlags}
-	return runRoles(ctx, logger, "dispatch", c.DaemonFlags, s.indexRole(), s.dispatchRole())
+	return runRoles(ctx, logger, "dispatch", c.DaemonFlags, &c.EndpointLimitFlags, s.indexRole(), s.dispatchRole())
 }
 
 // AttemptLogCmd runs the attempt-log writer, endpoint health, partition
@@ -288,5 +297,5 @@ type AttemptLogCmd struct {
 // Run implements `hookd attempt-log`.
 func (c *AttemptLogCmd) Run(ctx context.Context, logger *slog.Logger) error {
 	s := &roleSet{daemon: c.DaemonFlags, attemptLog: c.AttemptLogFlags}
-	return runRoles(ctx, logger, "attempt-log", c.DaemonFlags, s.attemptLogRoles()...)
+	return runRoles(ctx, logger, "attempt-log", c.DaemonFlags, nil, s.attemptLogRoles()...)
 }
