@@ -11,6 +11,47 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// ScanStats says what a scan read.
+type ScanStats struct {
+	// Scanned counts the dead letters read, Matched those passing the filter.
+	Scanned int64 `json:"scanned"`
+	Matched int64 `json:"matched"`
+}
+
+// Scan streams the dead letters matching f to fn, partition by partition in
+// offset order within each, until the end offsets listed when it started.
+// fn returning an error stops the scan with it.
+func Scan(ctx context.Context, deps Deps, f Filter, fn func(Entry) error) (ScanStats, error) {
+	var st ScanStats
+	if err := f.Validate(); err != nil {
+		return st, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	adm, err := kgo.NewClient(deps.KafkaOpts...)
+	if err != nil {
+		return st, fmt.Errorf("kafka client: %w", err)
+	}
+	defer adm.Close()
+	ranges, err := bounds(ctx, kadm.NewClient(adm), deps.Names.DLQ, f)
+	if err != nil {
+		return st, err
+	}
+	err = readRanges(ctx, deps.KafkaOpts, deps.Names.DLQ, ranges, func(recs []*kgo.Record) error {
+		for _, r := range recs {
+			st.Scanned++
+			e := decode(r)
+			if !f.Match(&e) {
+				continue
+			}
+			st.Matched++
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return st, err
+}
+
 // Range is the offsets [From, To) of one partition.
 type Range struct {
 	From int64 `json:"from"`

@@ -1,0 +1,85 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hookd/hookd/store"
+)
+
+// checkTargetEndpoint refuses a request naming an endpoint that does not
+// exist (or is another account's), or is disabled without Force.
+func checkTargetEndpoint(ctx context.Context, deps Deps, req *Request) error {
+	if req.Filter.EndpointID == "" {
+		if req.Kind == KindResend {
+			return fmt.Errorf("%w: resend needs an endpoint", ErrInvalid)
+		}
+		return nil
+	}
+	ep, err := deps.Store.GetEndpoint(ctx, req.Filter.EndpointID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && req.Account != "" && ep.Account != req.Account) {
+		return fmt.Errorf("%w: %s", ErrEndpointNotFound, req.Filter.EndpointID)
+	}
+	if err != nil {
+		return err
+	}
+	if !ep.Active() && !req.Force && !req.DryRun {
+		return fmt.Errorf("%w: %s is disabled (%s); enable it first, or pass --force to replay to it anyway",
+			ErrEndpointDisabled, ep.ID, ep.DisabledReason)
+	}
+	return nil
+}
+
+// epState is what a run knows of one endpoint.
+type epState struct {
+	// account is the endpoint's account; empty when it was deleted.
+	account string
+	// skip says why its dead letters are skipped (SkipEndpointDeleted,
+	// SkipEndpointDisabled); empty: replay.
+	skip string
+}
+
+// endpointState looks an endpoint up once per run.
+func endpointState(ctx context.Context, deps Deps, cache map[string]epState, id string, force bool) (epState, error) {
+	if s, ok := cache[id]; ok {
+		return s, nil
+	}
+	var s epState
+	ep, err := deps.Store.GetEndpoint(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.skip = SkipEndpointDeleted
+	case err != nil:
+		return s, err
+	default:
+		s.account = ep.Account
+		if !ep.Active() && !force {
+			s.skip = SkipEndpointDisabled
+		}
+	}
+	cache[id] = s
+	return s, nil
+}
+
+// skipText is what a skip reason says in an entry's action and in
+// Result.SkippedEndpoints.
+var skipText = map[string]string{
+	SkipEndpointDeleted:  "endpoint deleted",
+	SkipEndpointDisabled: "endpoint disabled (use --force)",
+	SkipAccountMismatch:  "account_mismatch: the record's account is not the endpoint's or the request's",
+	SkipOwnDeath:         "died in this replay",
+}
+
+// skipReason decides whether a matching, replayable dead letter is
+// skipped, and why: a record goes only to an existing endpoint of its own
+// account, for a request of that account (or an operator's).
+func skipReason(e *Entry, s epState, reqAccount string) string {
+	switch {
+	case s.skip == SkipEndpointDeleted:
+		return s.skip
+	case e.Account != s.account || (reqAccount != "" && e.Account != reqAccount):
+		return SkipAccountMismatch
+	}
+	return s.skip
+}
