@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/hookd/hookd/endpoint"
@@ -107,7 +108,7 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, c caller
 	default:
 		v := endpointView(out)
 		v.Secret = secret
-		w.Header().Set("Location", "/v1/endpoints/"+out.ID)
+		w.Header().Set("Location", "/v1/endpoints/"+url.PathEscape(out.ID))
 		writeJSON(w, http.StatusCreated, v)
 	}
 }

@@ -42,7 +42,7 @@ type bundle struct {
 	cancelReplays context.CancelFunc
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	cfg := topics.Config{Partitions: 2}
@@ -84,7 +84,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // delivery writes a delivery with one failed attempt and a dead letter.
-func (b *bundle) delivery(t *testing.T, evt, ep, account string) string {
+func (b *bundle) delivery(t testing.TB, evt, ep, account string) string {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -105,13 +105,13 @@ func (b *bundle) delivery(t *testing.T, evt, ep, account string) string {
 	return id
 }
 
-func (b *bundle) do(t *testing.T, token, method, path, body string, out any) int {
+func (b *bundle) do(t testing.TB, token, method, path, body string, out any) int {
 	t.Helper()
 	return call(t, b.srv.URL, token, method, path, body, out)
 }
 
 // call sends one request to the API at base and decodes the answer into out.
-func call(t *testing.T, base, token, method, path, body string, out any) int {
+func call(t testing.TB, base, token, method, path, body string, out any) int {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {

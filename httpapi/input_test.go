@@ -49,7 +49,7 @@ type state struct {
 	replays   int
 }
 
-func (b *bundle) state(t *testing.T) state {
+func (b *bundle) state(t testing.TB) state {
 	t.Helper()
 	ctx := context.Background()
 	eps, err := b.db.Store.ListEndpoints(ctx, store.ListEndpointsParams{})
