@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hookd/hookd/store"
 )
 
 //go:embed templates/*.html static/*
@@ -33,6 +35,7 @@ var funcs = template.FuncMap{
 	"add64":       func(a, b int64) int64 { return a + b },
 	"windowNames": func() []string { return []string{"24h", "7d", "30d"} },
 	"testType":    testType,
+	"latency":     latency,
 	"stateNames":  func() []string { return []string{"pending", "retrying", "delivered", "dead"} },
 	"stateLabel":  stateLabel,
 	"tierName":    tierName,
@@ -198,13 +201,12 @@ func formatDuration(d time.Duration) string {
 	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
 		return fmt.Sprintf("%dd", d/(24*time.Hour))
 	}
-	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
+	s := d.String() // "1h30m0s", "2m0s", "10s"
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
 	if strings.HasSuffix(s, "h0m") {
 		s = strings.TrimSuffix(s, "0m")
-	}
-	if s == "" {
-		return "0s"
 	}
 	return s
 }
@@ -221,9 +223,9 @@ func stateTag(s string) string {
 	switch s {
 	case "delivered", "active", "done", "2xx":
 		return "ok"
-	case "dead", "disabled", "failed":
+	case "dead", "disabled", "failed", "gone", "permanent", "refused", "5xx", "4xx", "timeout", "dns", "tls":
 		return "bad"
-	case "retrying", "failing", "running", "interrupted":
+	case "retrying", "failing", "running", "interrupted", "retry", "circuit_open", "deferred":
 		return "warn"
 	}
 	return "muted"
@@ -260,7 +262,24 @@ func testType(types []string) string {
 			return t
 		}
 	}
+	for _, t := range types {
+		if t != "*" {
+			return strings.ReplaceAll(t, "*", "test")
+		}
+	}
 	return "hookd.test"
+}
+
+// latency shows a median duration; under a millisecond when attempts were
+// made, a dash when none were.
+func latency(st store.EndpointStats) string {
+	switch {
+	case st.Delivered+st.Failed == 0:
+		return "—"
+	case st.P50 < time.Millisecond:
+		return "< 1 ms"
+	}
+	return fmt.Sprintf("%d ms", st.P50.Milliseconds())
 }
 
 // stateLabel names a delivery state for people.

@@ -1,16 +1,20 @@
 #!/bin/sh
 # Installs what hookd's tests and `make run` need on a fresh Debian machine:
-# PostgreSQL (server, pg_virtualenv) and kcat, which are required; promtool
-# (package prometheus) and kubectl, which let the deploy tests check the alert
-# rules and render the manifests (those checks are skipped, saying why, when
-# the tools cannot be installed). Does nothing when everything is present;
-# explains what to install when it cannot (not root).
+# PostgreSQL (server, pg_virtualenv) and kcat, which are required; Chromium,
+# which the delivery portal's browser tests drive (required when root: those
+# tests fail without it as root, and are skipped, saying why, otherwise);
+# promtool (package prometheus) and kubectl, which let the deploy tests check
+# the alert rules and render the manifests (those checks are skipped, saying
+# why, when the tools cannot be installed). Does nothing when everything is
+# present; explains what to install when it cannot (not root).
 set -eu
 
 missing=""
 command -v pg_virtualenv >/dev/null 2>&1 || missing="$missing postgresql"
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || case "$missing" in *postgresql*) ;; *) missing="$missing postgresql" ;; esac
 command -v kcat >/dev/null 2>&1 || missing="$missing kcat"
+# Chromium is required only where it can be installed (root).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then missing="$missing chromium"; fi
 optional=""
 command -v promtool >/dev/null 2>&1 || optional="$optional prometheus"
 command -v kubectl >/dev/null 2>&1 || optional="$optional kubectl"
