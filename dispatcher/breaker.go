@@ -1,89 +1,112 @@
 package dispatcher
 
 import (
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookd/hookd/retrytiers"
 )
 
-// breakers holds one circuit breaker per endpoint seen recently. Closed
-// breakers idle for cfg.IdleEvict are forgotten; open and half-open ones
-// are kept, so memory is bounded by the endpoints active within IdleEvict
-// plus the failing ones, whatever the number of endpoints.
+// breakers holds one gobreaker (v2, two-step) per endpoint seen recently.
+// Closed breakers idle for cfg.IdleEvict are forgotten; open and half-open
+// ones are kept, so memory is bounded by the endpoints active within
+// IdleEvict plus the failing ones, whatever the number of endpoints.
 //
-// An answer (or a timeout) is counted when it arrives, in the window
-// bucket of its arrival: a request longer than the window still counts,
-// so an endpoint whose requests all time out trips its breaker whatever
-// its timeout. (Counting by start time, as gobreaker does, dropped every
-// result that arrived a window after its request started: a 60s timeout
-// never tripped a 60s window.) MinRequests failures in a row trip it too,
-// however far apart, so an endpoint failing slowly one request at a time
-// trips as well.
+// gobreaker counts an answer in the window bucket its request started in,
+// and drops it when that bucket has rolled out of the window. hookd's
+// window is therefore at least twice the longest request (the operator's
+// --request-timeout caps every endpoint's timeout), so no answer is ever
+// dropped: an endpoint whose requests all time out trips its breaker
+// whatever its timeout (issue 11: 60s timeouts never tripped a 60s window).
+// MinRequests failures in a row trip it too, however far apart, so an
+// endpoint failing slowly one request at a time trips as well.
 type breakers struct {
 	cfg    BreakerConfig
+	window time.Duration
 	clock  retrytiers.Clock
 	m      *metrics
-	period time.Duration // of one window bucket
 
 	mu sync.Mutex
 	by map[string]*breaker
 }
 
 // breakerState is the state of one breaker.
-type breakerState uint8
+type breakerState = gobreaker.State
 
 const (
-	stateClosed breakerState = iota
-	stateOpen
-	stateHalfOpen
+	stateClosed   = gobreaker.StateClosed
+	stateOpen     = gobreaker.StateOpen
+	stateHalfOpen = gobreaker.StateHalfOpen
 )
 
-func (s breakerState) String() string {
-	switch s {
-	case stateOpen:
-		return "open"
-	case stateHalfOpen:
-		return "half-open"
-	}
-	return "closed"
-}
-
-// breakerBuckets is how many buckets the rolling window has.
-const breakerBuckets = 6
-
-// breaker is one endpoint's breaker. Guarded by breakers.mu.
+// breaker is one endpoint's breaker.
 type breaker struct {
-	state breakerState
-	// gen changes with every state change; answers to requests allowed in
-	// an earlier state are not counted.
-	gen       uint64
-	openUntil time.Time
-	// probes is how many half-open probes were let through and not
-	// answered with an ignored effect; passed how many succeeded.
-	probes, passed uint32
-	// inARow is the closed breaker's failures since its last success.
-	inARow   uint32
-	buckets  [breakerBuckets]breakerBucket
-	lastUsed time.Time
-}
-
-// breakerBucket counts the answers that arrived in one bucket period.
-type breakerBucket struct {
-	epoch             int64 // the period's index since the Unix epoch
-	answers, failures uint32
+	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// inARow counts failures since the last success or state change; the
+	// window's own consecutive count forgets failures older than the window.
+	inARow   atomic.Uint32
+	lastUsed time.Time // guarded by breakers.mu
 }
 
 // breakerTicket is a request let through; report its effect with done.
-// A value, so allowing a request allocates nothing.
 type breakerTicket struct {
-	b   *breaker // nil when breakers are disabled
-	gen uint64
+	b    *breaker // nil when breakers are disabled
+	done func(error)
 }
 
-func newBreakers(cfg BreakerConfig, clock retrytiers.Clock, m *metrics) *breakers {
-	return &breakers{cfg: cfg, clock: clock, m: m, period: max(cfg.Window/breakerBuckets, time.Second),
-		by: map[string]*breaker{}}
+var (
+	errBreakerFailure = errors.New("breaker failure")
+	errBreakerIgnore  = errors.New("breaker ignore")
+)
+
+// newBreakers builds the breakers; longest is the longest a request may
+// take (the dispatcher's timeout ceiling).
+func newBreakers(cfg BreakerConfig, longest time.Duration, clock retrytiers.Clock, m *metrics) *breakers {
+	return &breakers{cfg: cfg, window: max(cfg.Window, 2*longest), clock: clock, m: m, by: map[string]*breaker{}}
+}
+
+func (bs *breakers) settings(name string, b *breaker) gobreaker.Settings {
+	cfg := bs.cfg
+	return gobreaker.Settings{
+		Name:         name,
+		MaxRequests:  cfg.HalfOpenProbes,
+		Interval:     bs.window,
+		BucketPeriod: max(bs.window/6, time.Second),
+		Timeout:      cfg.OpenFor,
+		// On answers, not requests: a request still in flight is neither.
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			answers := c.TotalSuccesses + c.TotalFailures
+			return b.inARow.Load() >= cfg.MinRequests || (answers >= cfg.MinRequests &&
+				float64(c.TotalFailures) >= cfg.FailureRatio*float64(answers))
+		},
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			b.inARow.Store(0)
+			bs.m.breakers.WithLabelValues(from.String()).Dec()
+			bs.m.breakers.WithLabelValues(to.String()).Inc()
+			bs.m.breakerTransitions.WithLabelValues(to.String()).Inc()
+		},
+		IsSuccessful: func(err error) bool { return err == nil },
+		IsExcluded:   func(err error) bool { return errors.Is(err, errBreakerIgnore) },
+	}
+}
+
+// get returns endpoint's breaker, creating it, and marks it used.
+func (bs *breakers) get(endpoint string) *breaker {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	b, ok := bs.by[endpoint]
+	if !ok {
+		b = &breaker{}
+		b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](bs.settings(endpoint, b))
+		bs.by[endpoint] = b
+		bs.m.breakers.WithLabelValues(stateClosed.String()).Inc()
+	}
+	b.lastUsed = bs.clock.Now()
+	return b
 }
 
 // allow asks endpoint's breaker for a request. It returns ErrCircuitOpen
@@ -93,129 +116,42 @@ func (bs *breakers) allow(endpoint string) (breakerTicket, error) {
 	if bs.cfg.Disabled {
 		return breakerTicket{}, nil
 	}
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	now := bs.clock.Now()
-	b, ok := bs.by[endpoint]
-	if !ok {
-		b = &breaker{}
-		bs.by[endpoint] = b
-		bs.m.breakers.WithLabelValues(stateClosed.String()).Inc()
-	}
-	b.lastUsed = now
-	bs.refreshLocked(b, now)
-	switch b.state {
-	case stateOpen:
+	b := bs.get(endpoint)
+	done, err := b.cb.Allow()
+	if err != nil {
 		return breakerTicket{}, ErrCircuitOpen
-	case stateHalfOpen:
-		if b.probes >= bs.cfg.HalfOpenProbes {
-			return breakerTicket{}, ErrCircuitOpen
-		}
-		b.probes++
 	}
-	return breakerTicket{b: b, gen: b.gen}, nil
+	return breakerTicket{b: b, done: done}, nil
 }
 
-// done reports the effect of a request allow let through.
+// done reports the effect of a request allow let through. Answers to
+// requests let through before the breaker's last state change count for
+// nothing (gobreaker's generations).
 func (bs *breakers) done(t breakerTicket, eff BreakerEffect) {
 	if t.b == nil {
 		return
 	}
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	b, now := t.b, bs.clock.Now()
-	if b.gen != t.gen {
-		return // allowed before the last state change
+	switch eff {
+	case BreakerSuccess:
+		t.b.inARow.Store(0)
+		t.done(nil)
+	case BreakerFailure:
+		t.b.inARow.Add(1)
+		t.done(errBreakerFailure)
+	default:
+		t.done(errBreakerIgnore)
 	}
-	switch b.state {
-	case stateHalfOpen:
-		switch eff {
-		case BreakerSuccess:
-			if b.passed++; b.passed >= bs.cfg.HalfOpenProbes {
-				bs.setLocked(b, stateClosed, now)
-			}
-		case BreakerFailure:
-			bs.setLocked(b, stateOpen, now)
-		default:
-			b.probes-- // not the endpoint's doing: let another probe through
-		}
-	case stateClosed:
-		switch eff {
-		case BreakerSuccess:
-			b.inARow = 0
-			b.count(now, bs.period, false)
-		case BreakerFailure:
-			b.inARow++
-			b.count(now, bs.period, true)
-			if bs.tripsLocked(b, now) {
-				bs.setLocked(b, stateOpen, now)
-			}
-		}
-	}
-}
-
-// tripsLocked reports whether a closed breaker must open.
-func (bs *breakers) tripsLocked(b *breaker, now time.Time) bool {
-	if b.inARow >= bs.cfg.MinRequests {
-		return true
-	}
-	answers, failures := b.sums(now, bs.period)
-	return answers >= bs.cfg.MinRequests && float64(failures) >= bs.cfg.FailureRatio*float64(answers)
-}
-
-// refreshLocked lets an open breaker whose time is up go half-open.
-func (bs *breakers) refreshLocked(b *breaker, now time.Time) {
-	if b.state == stateOpen && !now.Before(b.openUntil) {
-		bs.setLocked(b, stateHalfOpen, now)
-	}
-}
-
-func (bs *breakers) setLocked(b *breaker, to breakerState, now time.Time) {
-	from := b.state
-	*b = breaker{state: to, gen: b.gen + 1, lastUsed: b.lastUsed}
-	if to == stateOpen {
-		b.openUntil = now.Add(bs.cfg.OpenFor)
-	}
-	bs.m.breakers.WithLabelValues(from.String()).Dec()
-	bs.m.breakers.WithLabelValues(to.String()).Inc()
-	bs.m.breakerTransitions.WithLabelValues(to.String()).Inc()
-}
-
-// count adds one answer at now to its bucket.
-func (b *breaker) count(now time.Time, period time.Duration, failed bool) {
-	epoch := now.UnixNano() / int64(period)
-	bk := &b.buckets[uint64(epoch)%breakerBuckets]
-	if bk.epoch != epoch {
-		*bk = breakerBucket{epoch: epoch}
-	}
-	bk.answers++
-	if failed {
-		bk.failures++
-	}
-}
-
-// sums returns the answers and failures of the window ending at now.
-func (b *breaker) sums(now time.Time, period time.Duration) (answers, failures uint32) {
-	epoch := now.UnixNano() / int64(period)
-	for _, bk := range b.buckets {
-		if bk.epoch > epoch-breakerBuckets && bk.epoch <= epoch {
-			answers += bk.answers
-			failures += bk.failures
-		}
-	}
-	return answers, failures
 }
 
 // state returns endpoint's breaker state, closed when it has none.
 func (bs *breakers) state(endpoint string) breakerState {
 	bs.mu.Lock()
-	defer bs.mu.Unlock()
 	b, ok := bs.by[endpoint]
+	bs.mu.Unlock()
 	if !ok {
 		return stateClosed
 	}
-	bs.refreshLocked(b, bs.clock.Now())
-	return b.state
+	return b.cb.State()
 }
 
 // sweep forgets closed breakers unused since IdleEvict and returns how
@@ -223,11 +159,9 @@ func (bs *breakers) state(endpoint string) breakerState {
 func (bs *breakers) sweep() int {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
-	now := bs.clock.Now()
-	cutoff := now.Add(-bs.cfg.IdleEvict)
+	cutoff := bs.clock.Now().Add(-bs.cfg.IdleEvict)
 	for id, b := range bs.by {
-		bs.refreshLocked(b, now)
-		if b.lastUsed.Before(cutoff) && b.state == stateClosed {
+		if b.lastUsed.Before(cutoff) && b.cb.State() == stateClosed {
 			delete(bs.by, id)
 			bs.m.breakers.WithLabelValues(stateClosed.String()).Dec()
 		}

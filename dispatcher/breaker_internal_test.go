@@ -23,7 +23,7 @@ func TestBreakerEvictionBoundsMemory(t *testing.T) {
 	cfg.setDefaults()
 	cfg.Breaker.MinRequests = 3
 	cfg.Breaker.OpenFor = 24 * time.Hour // still open at the sweeps
-	b := newBreakers(cfg.Breaker, clk, m)
+	b := newBreakers(cfg.Breaker, cfg.Timeout, clk, m)
 	for i := range 100_000 {
 		ticket, err := b.allow(fmt.Sprintf("ep_%d", i))
 		require.NoError(t, err)
@@ -92,6 +92,12 @@ func TestExcerpt(t *testing.T) {
 // newTestBreakers builds breakers with the default config on the wall
 // clock: inside a synctest bubble, a fake one that time.Sleep advances.
 func newTestBreakers(t *testing.T, mut func(*BreakerConfig)) *breakers {
+	return newTestBreakersFor(t, 10*time.Second, mut)
+}
+
+// newTestBreakersFor builds them for requests taking up to longest (the
+// dispatcher's timeout ceiling).
+func newTestBreakersFor(t *testing.T, longest time.Duration, mut func(*BreakerConfig)) *breakers {
 	t.Helper()
 	m, err := newMetrics(nil)
 	require.NoError(t, err)
@@ -100,7 +106,7 @@ func newTestBreakers(t *testing.T, mut func(*BreakerConfig)) *breakers {
 	if mut != nil {
 		mut(&cfg.Breaker)
 	}
-	return newBreakers(cfg.Breaker, retrytiers.SystemClock{}, m)
+	return newBreakers(cfg.Breaker, longest, retrytiers.SystemClock{}, m)
 }
 
 // TestBreakerOpensOnTimeoutsLongerThanTheWindow is issue 11's repro: an
@@ -112,7 +118,7 @@ func TestBreakerOpensOnTimeoutsLongerThanTheWindow(t *testing.T) {
 	for _, timeout := range []time.Duration{60 * time.Second, 5 * time.Minute} {
 		t.Run(timeout.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := newTestBreakers(t, nil) // 60s window, 20 requests, 50%
+				b := newTestBreakersFor(t, timeout, nil) // 60s window, 20 requests, 50%
 				// 20 requests start together (a high max_in_flight) and
 				// all time out together.
 				tickets := make([]breakerTicket, 20)
@@ -140,7 +146,7 @@ func TestBreakerOpensOnTimeoutsInARow(t *testing.T) {
 	for _, timeout := range []time.Duration{10 * time.Second, 60 * time.Second} {
 		t.Run(timeout.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := newTestBreakers(t, nil)
+				b := newTestBreakersFor(t, timeout, nil)
 				fail := func(n int) {
 					for range n {
 						tk, err := b.allow("ep_slow")
@@ -179,7 +185,7 @@ func TestBreakerHalfOpen(t *testing.T) {
 			b.done(tk, BreakerFailure)
 		}
 		require.Equal(t, stateOpen, b.state("ep"))
-		time.Sleep(30 * time.Second) // OpenFor
+		time.Sleep(30*time.Second + time.Millisecond) // just past OpenFor
 		require.Equal(t, stateHalfOpen, b.state("ep"))
 		probe, err := b.allow("ep")
 		require.NoError(t, err)
@@ -190,7 +196,7 @@ func TestBreakerHalfOpen(t *testing.T) {
 		b.done(probe, BreakerFailure)
 		require.Equal(t, stateOpen, b.state("ep"), "a failed probe opens it again")
 
-		time.Sleep(30 * time.Second)
+		time.Sleep(30*time.Second + time.Millisecond)
 		probe, err = b.allow("ep")
 		require.NoError(t, err)
 		b.done(probe, BreakerIgnore) // not the endpoint's doing

@@ -106,7 +106,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		d.tierOf[t] = i
 	}
 	// Breakers run on the wall clock, as request timeouts do.
-	d.breakers = newBreakers(cfg.Breaker, retrytiers.SystemClock{}, m)
+	d.breakers = newBreakers(cfg.Breaker, cfg.Timeout, retrytiers.SystemClock{}, m)
 	return d, nil
 }
 
