@@ -46,12 +46,12 @@ func (h *Handler) deliveryFor(ctx context.Context, s *session, id string) (store
 
 // logQuery is the delivery log's filter form, as given.
 type logQuery struct {
-	Endpoint, Status, Type, Event, Range, Since, Until, Order string
+	Endpoint, Status, Code, Type, Event, Range, Since, Until, Order string
 }
 
 func (q logQuery) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"endpoint": q.Endpoint, "status": q.Status, "type": q.Type, "event": q.Event,
+	for k, s := range map[string]string{"endpoint": q.Endpoint, "status": q.Status, "code": q.Code, "type": q.Type, "event": q.Event,
 		"range": q.Range, "since": q.Since, "until": q.Until, "order": q.Order} {
 		if s != "" {
 			v.Set(k, s)
@@ -60,12 +60,15 @@ func (q logQuery) values() url.Values {
 	return v
 }
 
+// codeClasses are the HTTP status filters of the delivery log.
+var codeClasses = map[string]int{"2xx": 2, "3xx": 3, "4xx": 4, "5xx": 5, "none": -1}
+
 // Ranges are the time presets of the delivery log.
 var ranges = map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour}
 
 // parseLogQuery reads the filters of the delivery log into store params.
 func (h *Handler) parseLogQuery(ctx context.Context, s *session, v url.Values) (logQuery, store.DeliveryLogParams, error) {
-	q := logQuery{Endpoint: v.Get("endpoint"), Status: v.Get("status"), Type: strings.TrimSpace(v.Get("type")),
+	q := logQuery{Endpoint: v.Get("endpoint"), Status: v.Get("status"), Code: v.Get("code"), Type: strings.TrimSpace(v.Get("type")),
 		Event: strings.TrimSpace(v.Get("event")), Range: v.Get("range"), Since: strings.TrimSpace(v.Get("since")),
 		Until: strings.TrimSpace(v.Get("until")), Order: v.Get("order")}
 	p := store.DeliveryLogParams{Account: s.Account, EndpointID: s.EndpointID, Status: q.Status, EventType: q.Type,
@@ -79,6 +82,8 @@ func (h *Handler) parseLogQuery(ctx context.Context, s *session, v url.Values) (
 	switch {
 	case q.Status != "" && q.Status != "pending" && q.Status != "retrying" && q.Status != "delivered" && q.Status != "dead":
 		return q, p, badInput("state: must be pending, retrying, delivered or dead-lettered, got %q", clip(q.Status))
+	case q.Code != "" && codeClasses[q.Code] == 0:
+		return q, p, badInput("HTTP status: must be 2xx, 3xx, 4xx, 5xx or none, got %q", clip(q.Code))
 	case q.Order != "" && q.Order != "newest" && q.Order != "oldest":
 		return q, p, badInput("order: must be newest or oldest first")
 	case q.Type != "" && endpoint.ValidateID(q.Type) != nil:
@@ -86,6 +91,7 @@ func (h *Handler) parseLogQuery(ctx context.Context, s *session, v url.Values) (
 	case q.Event != "" && endpoint.ValidateID(q.Event) != nil:
 		return q, p, badInput("event id: 1..255 printable characters without spaces, got %q", clip(q.Event))
 	}
+	p.StatusClass = codeClasses[q.Code]
 	var err error
 	if p.Since, p.Until, err = h.timeRange(q); err != nil {
 		return q, p, err

@@ -2,6 +2,8 @@ package portal
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -53,6 +55,9 @@ func TestLinkOpensEveryPage(t *testing.T) {
 		require.Contains(t, detail, want)
 	}
 	require.NotContains(t, detail, e.Secrets[0], "secrets never appear in pages")
+	require.Contains(t, c.get("/portal/deliveries?code=5xx").Body, d.ID)
+	require.NotContains(t, c.get("/portal/deliveries?code=2xx").Body, d.ID)
+	require.NotContains(t, c.get("/portal/deliveries?status=delivered").Body, d.ID)
 	require.NotContains(t, c.get("/portal/endpoints/"+e.ID).Body, e.Secrets[0])
 
 	// The link is used up; the session goes on.
@@ -437,4 +442,42 @@ func evtID(t testing.TB, body string) string {
 	i := strings.Index(body, "evt_test_")
 	require.GreaterOrEqual(t, i, 0, body)
 	return body[i : i+len("evt_test_")+24]
+}
+
+// Over https the cookie is __Host- prefixed and Secure; framing is denied
+// unless origins are allowed, and then the cookie works in a cross-site
+// iframe (SameSite=None; Partitioned).
+func TestCookieAndFramingHeaders(t *testing.T) {
+	t.Parallel()
+	h, err := New(Config{BaseURL: "https://hooks.example.com"}, Deps{})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest("GET", "/portal/", nil)
+	h.headers(rec)
+	h.setCookie(rec, r, sessionCookie, "v", 60)
+	ck := rec.Result().Cookies()[0]
+	require.Equal(t, "__Host-hookd_portal", ck.Name)
+	require.True(t, ck.Secure && ck.HttpOnly)
+	require.Equal(t, "/", ck.Path)
+	require.Equal(t, http.SameSiteLaxMode, ck.SameSite)
+	require.Equal(t, "DENY", rec.Header().Get("X-Frame-Options"))
+	require.Contains(t, rec.Header().Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	require.NotContains(t, rec.Header().Get("Content-Security-Policy"), "unsafe-inline")
+
+	h, err = New(Config{BaseURL: "https://hooks.example.com", FrameAncestors: []string{"https://app.example.com"}}, Deps{})
+	require.NoError(t, err)
+	rec = httptest.NewRecorder()
+	h.headers(rec)
+	h.setCookie(rec, r, sessionCookie, "v", 60)
+	ck = rec.Result().Cookies()[0]
+	require.Equal(t, http.SameSiteNoneMode, ck.SameSite)
+	require.True(t, ck.Partitioned)
+	require.Empty(t, rec.Header().Get("X-Frame-Options"))
+	require.Contains(t, rec.Header().Get("Content-Security-Policy"), "frame-ancestors https://app.example.com")
+
+	for _, bad := range []Config{{BaseURL: "hooks.example.com"}, {BaseURL: "https://h.example.com/portal"},
+		{FrameAncestors: []string{"*"}}, {SessionIdle: time.Hour, SessionMax: time.Minute}} {
+		_, err := New(bad, Deps{})
+		require.Error(t, err, "%+v", bad)
+	}
 }

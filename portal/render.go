@@ -36,6 +36,7 @@ var funcs = template.FuncMap{
 	"windowNames": func() []string { return []string{"24h", "7d", "30d"} },
 	"testType":    testType,
 	"latency":     latency,
+	"codeNames":   func() []string { return []string{"2xx", "3xx", "4xx", "5xx", "none"} },
 	"stateNames":  func() []string { return []string{"pending", "retrying", "delivered", "dead"} },
 	"stateLabel":  stateLabel,
 	"tierName":    tierName,

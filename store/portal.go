@@ -387,6 +387,10 @@ type DeliveryLogParams struct {
 	Status     string
 	EventType  string
 	EventID    string
+	// StatusClass, when 2 to 5, keeps the rows whose last HTTP status is
+	// in that hundred (2xx ... 5xx); -1 keeps those without one (no
+	// answer, or not attempted yet).
+	StatusClass int
 	// Since and Until bound created_at: Since <= created_at < Until.
 	Since, Until time.Time
 	// Oldest orders oldest first; the default is newest first.
@@ -457,6 +461,12 @@ func deliveryLogWhere(p DeliveryLogParams, desc bool) (string, []any) {
 	}
 	if p.EventID != "" {
 		add("event_id = $%d", p.EventID)
+	}
+	switch {
+	case p.StatusClass == -1:
+		where += " AND last_status_code IS NULL"
+	case p.StatusClass >= 2 && p.StatusClass <= 5:
+		add("last_status_code / 100 = $%d", p.StatusClass)
 	}
 	if !p.Since.IsZero() {
 		add("created_at >= $%d", p.Since)
