@@ -184,6 +184,7 @@ var routes = []route{
 	{method: "POST", path: "/v1/replays", handle: (*Server).createReplay},
 	{method: "GET", path: "/v1/replays", handle: (*Server).listReplays},
 	{method: "GET", path: "/v1/replays/{id}", handle: (*Server).getReplay},
+	{method: "POST", path: "/v1/portal-links", handle: (*Server).createPortalLink},
 }
 
 // Routes mounts the API on mux (api.Deps.Routes).
