@@ -279,6 +279,9 @@ func (p *process) connectKafka(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range prov.Warnings {
+		p.logger.WarnContext(ctx, "topic check", "warning", w)
+	}
 	p.logger.InfoContext(ctx, "topics ready", "created", len(prov.Created), "existing", len(prov.Existing), "partitions", p.cfg.Topics.Partitions)
 	return nil
 }

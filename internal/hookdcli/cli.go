@@ -204,6 +204,7 @@ type RunCmd struct {
 	DaemonFlags
 	EmbeddedFlags
 	RelayFlags
+	EnvelopeFlags
 	DispatchFlags
 	AttemptLogFlags
 	NoRelay bool `name:"no-relay" env:"HOOKD_NO_RELAY" help:"Do not run the outbox relay (events come only from the events topic; Postgres then needs no wal_level=logical)."`
@@ -223,6 +224,9 @@ func (c *RunCmd) config() (daemon.Config, error) {
 	if err := c.DispatchFlags.validate(); err != nil {
 		return daemon.Config{}, err
 	}
+	if err := c.EnvelopeFlags.validate(); err != nil {
+		return daemon.Config{}, err
+	}
 	cfg, err := c.daemonConfig()
 	if err != nil {
 		return daemon.Config{}, err
@@ -239,7 +243,7 @@ func (c *RunCmd) config() (daemon.Config, error) {
 
 // roles lists what `hookd run` runs: every role, one endpoint index.
 func (c *RunCmd) roles() []daemon.RoleFactory {
-	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags, dispatch: c.DispatchFlags, attemptLog: c.AttemptLogFlags}
+	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags, envelope: c.EnvelopeFlags, dispatch: c.DispatchFlags, attemptLog: c.AttemptLogFlags}
 	roles := []daemon.RoleFactory{s.indexRole(), s.routerRole(), s.dispatchRole()}
 	if !c.NoRelay {
 		roles = append(roles, s.relayRole())

@@ -60,6 +60,9 @@ func TestBadEndpointLimitsExitTwoWithOneLine(t *testing.T) {
 		{[]string{"dispatch", "--request-timeout", "0s"}, "--request-timeout: must be positive, got 0s"},
 		{[]string{"api", "--max-endpoint-in-flight=-1"}, "--max-endpoint-in-flight: must be at least 1, got -1"},
 		{[]string{"api", "--brokers", "127.0.0.1:1", "--request-timeout", "800h"}, "api max endpoint timeout: must be 1ms..596h31m23.647s, got 800h0m0s"},
+		{[]string{"run", "--max-envelope-bytes", "5"}, "--max-envelope-bytes: must be between 1024 and 983040, got 5"},
+		{[]string{"router", "--max-envelope-bytes", "1048576"}, "--max-envelope-bytes: must be between 1024 and 983040, got 1048576"},
+		{[]string{"relay", "--max-envelope-bytes", "0"}, "--max-envelope-bytes: must be between 1024 and 983040, got 0"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Main(context.Background(), tc.args, &stdout, &stderr)

@@ -25,6 +25,18 @@ type RelayFlags struct {
 	RelayPublication string `name:"relay-publication" default:"hookd_outbox" env:"HOOKD_RELAY_PUBLICATION" help:"Publication of the outbox table the relay streams."`
 }
 
+// EnvelopeFlags bound an event's size; the relay and the router share them.
+type EnvelopeFlags struct {
+	MaxEnvelopeBytes int `name:"max-envelope-bytes" default:"262144" env:"HOOKD_MAX_ENVELOPE_BYTES" help:"Largest event envelope in bytes (1024..983040): larger events are dead-lettered (reason oversize) by the relay and the router. The outbox's insert-time limit stays 255 KiB of payload."`
+}
+
+func (f EnvelopeFlags) validate() error {
+	if f.MaxEnvelopeBytes < 1024 || f.MaxEnvelopeBytes > 960<<10 {
+		return fmt.Errorf("--max-envelope-bytes: must be between 1024 and %d, got %d", 960<<10, f.MaxEnvelopeBytes)
+	}
+	return nil
+}
+
 // EndpointLimitFlags bound what an account may set on its endpoints: the
 // API refuses values beyond them, and the dispatcher applies them to every
 // request whatever is stored. `hookd run`, `hookd dispatch` and `hookd
@@ -104,6 +116,7 @@ type AttemptLogFlags struct {
 type roleSet struct {
 	daemon     DaemonFlags
 	relay      RelayFlags
+	envelope   EnvelopeFlags
 	dispatch   DispatchFlags
 	attemptLog AttemptLogFlags
 
@@ -145,6 +158,7 @@ func (s *roleSet) relayRole() daemon.RoleFactory {
 	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
 		r, err := relay.New(relay.Config{
 			Slot: s.relay.RelaySlot, Publication: s.relay.RelayPublication, EventsTopic: env.Names.Events,
+			DLQTopic: env.Names.DLQ, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes,
 		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOptsFor("relay"), Logger: env.Logger.With("role", "relay"), Registerer: env.Registry})
 		if err != nil {
 			return nil, fmt.Errorf("relay: %w", err)
@@ -159,7 +173,7 @@ func (s *roleSet) routerRole() daemon.RoleFactory {
 		if err != nil {
 			return nil, err
 		}
-		r, err := router.New(router.Config{Topics: env.Names}, router.Deps{
+		r, err := router.New(router.Config{Topics: env.Names, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes}, router.Deps{
 			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
 		})
 		if err != nil {
@@ -253,22 +267,30 @@ func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
 type RelayCmd struct {
 	DaemonFlags
 	RelayFlags
+	EnvelopeFlags
 }
 
 // Run implements `hookd relay`.
 func (c *RelayCmd) Run(ctx context.Context, logger *slog.Logger) error {
-	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags}
+	if err := c.EnvelopeFlags.validate(); err != nil {
+		return usage(err)
+	}
+	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags, envelope: c.EnvelopeFlags}
 	return runRoles(ctx, logger, "relay", c.DaemonFlags, nil, s.relayRole())
 }
 
 // RouterCmd runs the fan-out router alone.
 type RouterCmd struct {
 	DaemonFlags
+	EnvelopeFlags
 }
 
 // Run implements `hookd router`.
 func (c *RouterCmd) Run(ctx context.Context, logger *slog.Logger) error {
-	s := &roleSet{daemon: c.DaemonFlags}
+	if err := c.EnvelopeFlags.validate(); err != nil {
+		return usage(err)
+	}
+	s := &roleSet{daemon: c.DaemonFlags, envelope: c.EnvelopeFlags}
 	return runRoles(ctx, logger, "router", c.DaemonFlags, nil, s.indexRole(), s.routerRole())
 }
 
