@@ -481,3 +481,76 @@ func TestCookieAndFramingHeaders(t *testing.T) {
 		require.Error(t, err, "%+v", bad)
 	}
 }
+
+// The manage actions, each followed by a one-time notice: edit settings,
+// rotate the secret (shown once), disable, enable (offering to resend
+// since the disablement), and recover: a dry-run count, then, confirmed, a
+// capped replay recorded with its actor and reason.
+func TestManageActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	e := b.endpoint(t, "acct_a", "https://a.example.com/hook", "invoice.*")
+	b.deadLetter(t, e, "evt_r1")
+	b.deadLetter(t, e, "evt_r2")
+	c := b.client(t)
+	require.Equal(t, 200, c.login(b.link(t, "acct_a", "", store.PortalManage, time.Hour)).Status)
+	page := "/portal/endpoints/" + e.ID
+
+	p := c.submit(page, page+"/settings", url.Values{"url": {"https://a2.example.com/hook"}, "description": {"billing"},
+		"event_types": {"invoice.paid\r\ncustomer.*, refund.created"}})
+	require.Equal(t, 200, p.Status, p.Body)
+	require.Contains(t, p.Body, "Settings saved")
+	got, err := b.db.Store.GetEndpoint(ctx, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, "https://a2.example.com/hook", got.URL)
+	require.Equal(t, []string{"invoice.paid", "customer.*", "refund.created"}, got.EventTypes)
+
+	p = c.submit(page, page+"/rotate", url.Values{})
+	require.Equal(t, 200, p.Status)
+	got, err = b.db.Store.GetEndpoint(ctx, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{got.Secrets[0], e.Secrets[0]}, got.Secrets, "the new secret first, the previous one kept")
+	require.Contains(t, p.Body, got.Secrets[0], "shown once")
+	require.NotContains(t, c.get(page).Body, got.Secrets[0], "and never again")
+
+	p = c.submit(page, page+"/status", url.Values{"action": {"disable"}})
+	require.Contains(t, p.Body, "Endpoint disabled")
+	// Recovering a disabled endpoint counts, then refuses.
+	p = c.submit(page, page+"/recover", url.Values{"since": {"2020-01-01"}, "reason": {"outage"}, "step": {"count"}})
+	require.Equal(t, 200, p.Status, p.Body)
+	require.Contains(t, p.Body, "endpoint_disabled")
+	p = c.submit(page, page+"/recover", url.Values{"since": {"2020-01-01"}, "reason": {"outage"}, "step": {"confirm"}})
+	require.Contains(t, p.Body, "enable it first")
+	p = c.submit(page, page+"/status", url.Values{"action": {"enable"}})
+	require.Contains(t, p.Body, "Endpoint enabled")
+	require.Contains(t, p.Body, "resend_since=")
+
+	p = c.submit(page, page+"/recover", url.Values{"since": {"2020-01-01T00:00:00Z"}, "reason": {"outage fixed"}, "step": {"count"}})
+	require.Equal(t, 200, p.Status, p.Body)
+	require.Contains(t, p.Body, "<strong>2</strong> dead letter(s)")
+	rs, err := b.db.Store.ListPortalReplays(ctx, "acct_a", "", 10)
+	require.NoError(t, err)
+	require.Empty(t, rs, "a count replays nothing")
+	p = c.post(page+"/recover", url.Values{"csrf": {csrfRe.FindStringSubmatch(p.Body)[1]}, "since": {"2020-01-01T00:00:00Z"},
+		"reason": {"outage fixed"}, "step": {"confirm"}})
+	require.Equal(t, 200, p.Status, p.Body)
+	require.Contains(t, p.Body, "started")
+	wait.For(t, 30*time.Second, "the recovery to finish", func() bool {
+		rs, err = b.db.Store.ListPortalReplays(ctx, "acct_a", "", 10)
+		require.NoError(t, err)
+		return len(rs) == 1 && rs[0].Status == store.ReplayDone
+	})
+	require.EqualValues(t, 2, rs[0].Replayed)
+	require.Equal(t, "acct_a via portal link "+linkIDOf(t, b), rs[0].Actor)
+	require.Equal(t, "outage fixed", rs[0].Reason)
+	require.Contains(t, c.get("/portal/replays").Body, rs[0].ID)
+}
+
+// linkIDOf is the id of the only link used so far.
+func linkIDOf(t testing.TB, b *bundle) string {
+	var id string
+	require.NoError(t, b.db.Store.Pool().QueryRow(context.Background(),
+		`SELECT id FROM webhooks.portal_links WHERE used_at IS NOT NULL`).Scan(&id))
+	return id
+}
