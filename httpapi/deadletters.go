@@ -44,6 +44,9 @@ func (f filterIn) resolve(c caller) (replay.Filter, error) {
 	return out, out.Validate()
 }
 
+// listDeadLetters answers GET /v1/dead-letters: the matching dead letters
+// oldest first (the DLQ's partitions merged by dead-letter time), at most
+// limit, "truncated" when more match.
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, c caller) {
 	be, _ := s.backend()
 	q := r.URL.Query()
@@ -63,7 +66,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, c calle
 		}
 	}
 	out := []replay.Entry{}
-	_, err = replay.Scan(r.Context(), be.Replay, f, func(e replay.Entry) error {
+	_, err = replay.ScanByTime(r.Context(), be.Replay, f, func(e replay.Entry) error {
 		out = append(out, e)
 		if len(out) >= limit {
 			return errEnough

@@ -17,6 +17,8 @@ type replayIn struct {
 	Rate   float64  `json:"rate"`
 	Force  bool     `json:"force"`
 	DryRun bool     `json:"dry_run"`
+	// IncludeResolved replays dead letters delivered since too.
+	IncludeResolved bool `json:"include_resolved"`
 }
 
 type resendIn struct {
@@ -29,6 +31,8 @@ type resendIn struct {
 	Rate   float64 `json:"rate"`
 	Force  bool    `json:"force"`
 	DryRun bool    `json:"dry_run"`
+	// IncludeResolved resends dead letters delivered since too.
+	IncludeResolved bool `json:"include_resolved"`
 }
 
 func (s *Server) createReplay(w http.ResponseWriter, r *http.Request, c caller) {
@@ -47,7 +51,8 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 	}
 	req := replay.Request{Kind: replay.KindDLQ, ID: in.ID, Actor: c.actor(in.Actor), Reason: in.Reason, Filter: f,
-		SinceSpec: in.Filter.Since, UntilSpec: in.Filter.Until, Limit: in.Limit, Rate: in.Rate, Force: in.Force, DryRun: in.DryRun}
+		SinceSpec: in.Filter.Since, UntilSpec: in.Filter.Until, Limit: in.Limit, Rate: in.Rate, Force: in.Force, DryRun: in.DryRun,
+		IncludeResolved: in.IncludeResolved}
 	s.startReplay(w, r, c, req)
 }
 
@@ -74,7 +79,8 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request, c caller) {
 		reason = "resend to " + e.ID + " since " + in.Since
 	}
 	req := replay.Request{Kind: replay.KindResend, ID: in.ID, Actor: c.actor(in.Actor), Reason: reason, Filter: f,
-		SinceSpec: in.Since, UntilSpec: in.Until, Limit: in.Limit, Rate: in.Rate, Force: in.Force, DryRun: in.DryRun}
+		SinceSpec: in.Since, UntilSpec: in.Until, Limit: in.Limit, Rate: in.Rate, Force: in.Force, DryRun: in.DryRun,
+		IncludeResolved: in.IncludeResolved}
 	s.startReplay(w, r, c, req)
 }
 

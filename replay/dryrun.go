@@ -4,56 +4,89 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 
 	"github.com/hookd/hookd/store"
 )
 
+// dryRunner counts what a request would do, producing nothing.
+type dryRunner struct {
+	deps             Deps
+	req              Request
+	eps              map[string]epState
+	res              Result
+	matched, skipped int64
+}
+
+// dryRun scans the matching dead letters, decides each as a run would
+// (without recovery, which only a real run has), and records the counts in
+// an audit row of its own.
 func dryRun(ctx context.Context, deps Deps, req Request) (Result, error) {
-	since, until := req.specs()
-	filterJSON, err := json.Marshal(storedFilter{Filter: req.Filter, SinceSpec: since, UntilSpec: until,
-		Limit: req.Limit, Force: req.Force, RequestHash: req.requestHash()})
+	filterJSON, err := req.storedJSON()
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{SkippedEndpoints: map[string]string{}, Skips: map[string]int64{}}
-	eps := map[string]epState{}
-	var matched, skipped int64
-	_, err = Scan(ctx, deps, req.Filter, func(e Entry) error {
-		reason, action, err := dryEntry(ctx, deps, req, eps, &e)
-		if err != nil {
+	d := &dryRunner{deps: deps, req: req, eps: map[string]epState{},
+		res: Result{SkippedEndpoints: map[string]string{}, Skips: map[string]int64{}}}
+	err = scanBatches(ctx, deps, req.Filter, func(es []Entry) error { return d.batch(ctx, es) })
+	if err != nil && !errors.Is(err, errStop) {
+		return d.res, err
+	}
+	return d.finish(ctx, filterJSON)
+}
+
+// batch decides the matching dead letters of one fetched batch, with one
+// look-up of which of them are resolved.
+func (d *dryRunner) batch(ctx context.Context, es []Entry) error {
+	resolved, err := resolvedOf(ctx, d.deps, &d.req, es)
+	if err != nil {
+		return err
+	}
+	for i := range es {
+		if err := d.entry(ctx, &es[i], resolved); err != nil {
 			return err
 		}
-		switch reason {
-		case "":
-			if req.Limit > 0 && res.Replayed >= req.Limit {
-				return errStop
-			}
-			res.Replayed++ // would be replayed
-		case SkipUnreplayable:
-			res.Unreplayable++
-		default:
-			res.SkippedEndpoints[e.EndpointID] = skipText[reason]
-		}
-		if reason != "" {
-			skipped++
-			res.Skips[reason]++
-		}
-		matched++
-		if req.OnEntry != nil {
-			req.OnEntry(e, action)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return res, err
 	}
+	return nil
+}
+
+func (d *dryRunner) entry(ctx context.Context, e *Entry, resolved map[store.DeliveryKey]bool) error {
+	reason, action, err := dryEntry(ctx, d.deps, d.req, d.eps, e, resolved)
+	if err != nil {
+		return err
+	}
+	switch reason {
+	case "":
+		if d.req.Limit > 0 && d.res.Replayed >= d.req.Limit {
+			return errStop
+		}
+		d.res.Replayed++ // would be replayed
+	case SkipUnreplayable:
+		d.res.Unreplayable++
+	case SkipAlreadyDelivered:
+		// A dead letter's own state, not its endpoint's.
+	default:
+		d.res.SkippedEndpoints[e.EndpointID] = skipText[reason]
+	}
+	if reason != "" {
+		d.skipped++
+		d.res.Skips[reason]++
+	}
+	d.matched++
+	if d.req.OnEntry != nil {
+		d.req.OnEntry(*e, action)
+	}
+	return nil
+}
+
+// finish records the dry run's audit row.
+func (d *dryRunner) finish(ctx context.Context, filterJSON []byte) (Result, error) {
+	req, res := d.req, d.res
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	row, _, err := deps.Store.CreateReplay(ctx, store.Replay{ID: "rpl_dry_" + hex.EncodeToString(b[:]), Kind: req.Kind,
+	row, _, err := d.deps.Store.CreateReplay(ctx, store.Replay{ID: "rpl_dry_" + hex.EncodeToString(b[:]), Kind: req.Kind,
 		Actor: req.Actor, Reason: req.Reason, Account: req.Account, Filter: filterJSON, DryRun: true,
-		Matched: matched, Replayed: res.Replayed, Skipped: skipped, Status: store.ReplayDone})
+		Matched: d.matched, Replayed: res.Replayed, Skipped: d.skipped, Status: store.ReplayDone})
 	if err != nil {
 		return res, err
 	}
@@ -69,7 +102,8 @@ func dryRun(ctx context.Context, deps Deps, req Request) (Result, error) {
 
 // dryEntry decides a dry run's action on one matching dead letter; reason
 // is empty when it would be replayed.
-func dryEntry(ctx context.Context, deps Deps, req Request, eps map[string]epState, e *Entry) (reason, action string, err error) {
+func dryEntry(ctx context.Context, deps Deps, req Request, eps map[string]epState, e *Entry,
+	resolved map[store.DeliveryKey]bool) (reason, action string, err error) {
 	if e.Unreplayable != "" {
 		return SkipUnreplayable, "skip: " + e.Unreplayable, nil
 	}
@@ -79,6 +113,9 @@ func dryEntry(ctx context.Context, deps Deps, req Request, eps map[string]epStat
 	}
 	if reason = skipReason(e, s, req.Account); reason != "" {
 		return reason, "skip: " + skipText[reason], nil
+	}
+	if resolved[deliveryKey(e)] {
+		return SkipAlreadyDelivered, "skip: " + skipText[SkipAlreadyDelivered], nil
 	}
 	return "", "replay", nil
 }

@@ -9,7 +9,11 @@
 // an interrupted run produced, so one request never replays a dead letter
 // twice. A dead letter is replayed only to an existing endpoint of its own
 // account (its hookd-account header), for a request of that account or an
-// operator's; any other is skipped as account_mismatch and never sent. It
+// operator's; any other is skipped as account_mismatch and never sent. A
+// dead letter is resolved once its delivery (same delivery id and account)
+// is in state delivered in webhooks.deliveries, for example after an
+// earlier replay or resend: requests skip it as already_delivered unless
+// they include resolved dead letters (looked up once per fetched batch). It
 // never sends HTTP (the dispatcher does, through the normal path), never
 // holds more than one fetch and one produce chunk in memory, and never
 // changes a dead letter.
@@ -53,6 +57,10 @@ const (
 	SkipAccountMismatch = "account_mismatch"
 	// SkipOwnDeath: the death of a record this very replay sent.
 	SkipOwnDeath = "died_in_this_replay"
+	// SkipAlreadyDelivered: the dead letter is resolved: its delivery was
+	// delivered since it was dead-lettered (by an earlier replay or
+	// resend), and IncludeResolved is not set.
+	SkipAlreadyDelivered = "already_delivered"
 )
 
 // Errors callers branch on.

@@ -34,6 +34,11 @@ type Request struct {
 	Limit int64
 	// Force replays to disabled endpoints too.
 	Force bool
+	// IncludeResolved replays resolved dead letters too: those whose
+	// delivery was delivered since they were dead-lettered, which are
+	// otherwise skipped as SkipAlreadyDelivered. It is part of the request
+	// (and of its derived id).
+	IncludeResolved bool
 	// DryRun only counts (and reports through OnEntry).
 	DryRun bool
 	// Rate caps the records produced per second; 0 means no cap.
@@ -81,11 +86,13 @@ type Result struct {
 // storedFilter is the filter column of webhooks.replays.
 type storedFilter struct {
 	Filter
-	SinceSpec   string `json:"since_spec,omitempty"`
-	UntilSpec   string `json:"until_spec,omitempty"`
-	Limit       int64  `json:"limit,omitempty"`
-	Force       bool   `json:"force,omitempty"`
-	RequestHash string `json:"request_hash"`
+	SinceSpec string `json:"since_spec,omitempty"`
+	UntilSpec string `json:"until_spec,omitempty"`
+	Limit     int64  `json:"limit,omitempty"`
+	Force     bool   `json:"force,omitempty"`
+	// IncludeResolved is the request's Request.IncludeResolved.
+	IncludeResolved bool   `json:"include_resolved,omitempty"`
+	RequestHash     string `json:"request_hash"`
 }
 
 // DerivedID is the id of the request when none is given: "rpl_" and 20 hex
@@ -95,6 +102,14 @@ func (r *Request) DerivedID() string {
 		r.Kind = KindDLQ
 	}
 	return "rpl_" + r.requestHash()[:20]
+}
+
+// storedJSON is the request's filter column: its filter, bounds as typed,
+// limit, flags and hash.
+func (r *Request) storedJSON() ([]byte, error) {
+	since, until := r.specs()
+	return json.Marshal(storedFilter{Filter: r.Filter, SinceSpec: since, UntilSpec: until, Limit: r.Limit, Force: r.Force,
+		IncludeResolved: r.IncludeResolved, RequestHash: r.requestHash()})
 }
 
 func (r *Request) specs() (since, until string) {
@@ -109,8 +124,9 @@ func (r *Request) specs() (since, until string) {
 }
 
 // requestHash identifies the request as typed: kind, actor, reason,
-// account, filter (times as typed, so "24h" is the same request tomorrow)
-// and limit.
+// account, filter (times as typed, so "24h" is the same request tomorrow),
+// limit and IncludeResolved (omitted when false, so the requests made
+// before it existed keep their ids).
 func (r *Request) requestHash() string {
 	since, until := r.specs()
 	f := r.Filter
@@ -119,7 +135,8 @@ func (r *Request) requestHash() string {
 		Kind, Actor, Reason, Account, Since, Until string
 		Filter                                     Filter
 		Limit                                      int64
-	}{r.Kind, r.Actor, r.Reason, r.Account, since, until, f, r.Limit})
+		IncludeResolved                            bool `json:",omitempty"`
+	}{r.Kind, r.Actor, r.Reason, r.Account, since, until, f, r.Limit, r.IncludeResolved})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }

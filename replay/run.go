@@ -38,9 +38,7 @@ func Prepare(ctx context.Context, deps Deps, req Request) (*Prepared, error) {
 		return nil, err
 	}
 	hash := req.requestHash()
-	since, until := req.specs()
-	filterJSON, err := json.Marshal(storedFilter{Filter: req.Filter, SinceSpec: since, UntilSpec: until,
-		Limit: req.Limit, Force: req.Force, RequestHash: hash})
+	filterJSON, err := req.storedJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +86,7 @@ func (p *Prepared) Run(ctx context.Context) (Result, error) {
 	}
 	// The stored filter wins: "24h" means 24h before the first run.
 	req := p.req
-	req.Filter, req.Limit = p.stored.Filter, p.stored.Limit
+	req.Filter, req.Limit, req.IncludeResolved = p.stored.Filter, p.stored.Limit, p.stored.IncludeResolved
 	r := &runner{deps: p.deps, req: req, row: row, skippedEPs: map[string]string{}, eps: map[string]epState{}}
 	return r.run(ctx)
 }
@@ -125,6 +123,10 @@ type runner struct {
 	recovered        map[string]bool
 	pendingRecovered int
 	total            int64
+	// entries and resolved are the decoded dead letters of the batch being
+	// handled, and which of them are resolved.
+	entries  []Entry
+	resolved map[store.DeliveryKey]bool
 }
 
 // run carries the request out in named steps: load the saved progress,
@@ -214,17 +216,32 @@ func (r *runner) replayRanges(ctx context.Context, cl *kgo.Client) error {
 	if r.req.Limit == 0 || r.row.Replayed < r.req.Limit {
 		pace := pacer{rate: r.req.Rate, start: time.Now()}
 		err := readRanges(ctx, r.deps.KafkaOpts, r.deps.Names.DLQ, r.remaining(), func(recs []*kgo.Record) error {
-			for _, rec := range recs {
-				if c.limitReached() {
-					return errStop
-				}
-				if err := r.handle(ctx, c, &pace, rec); err != nil {
-					return err
-				}
-			}
-			return c.flush(ctx)
+			return r.handleBatch(ctx, c, &pace, recs)
 		})
 		if err != nil {
+			return err
+		}
+	}
+	return c.flush(ctx)
+}
+
+// handleBatch handles one fetched batch of DLQ records: it decodes them,
+// looks up which are resolved (one query for the batch), handles each
+// until the request's limit, and flushes the chunk.
+func (r *runner) handleBatch(ctx context.Context, c *chunk, pace *pacer, recs []*kgo.Record) error {
+	r.entries = r.entries[:0]
+	for _, rec := range recs {
+		r.entries = append(r.entries, decode(rec))
+	}
+	var err error
+	if r.resolved, err = resolvedOf(ctx, r.deps, &r.req, r.entries); err != nil {
+		return err
+	}
+	for i, rec := range recs {
+		if c.limitReached() {
+			return errStop
+		}
+		if err := r.handle(ctx, c, pace, rec, &r.entries[i]); err != nil {
 			return err
 		}
 	}
@@ -234,20 +251,19 @@ func (r *runner) replayRanges(ctx context.Context, cl *kgo.Client) error {
 // handle takes one DLQ record of the ranges: it counts it, tells OnEntry
 // what is done with it, and adds its delivery to the chunk when it is
 // replayed.
-func (r *runner) handle(ctx context.Context, c *chunk, pace *pacer, rec *kgo.Record) error {
+func (r *runner) handle(ctx context.Context, c *chunk, pace *pacer, rec *kgo.Record, e *Entry) error {
 	c.scanned++
 	c.next[rec.Partition] = rec.Offset + 1
-	e := decode(rec)
-	if !r.req.Filter.Match(&e) {
+	if !r.req.Filter.Match(e) {
 		return nil
 	}
 	c.matched++
-	action, reason, err := r.action(ctx, &e)
+	action, reason, err := r.action(ctx, e)
 	if err != nil {
 		return err
 	}
 	if r.req.OnEntry != nil {
-		r.req.OnEntry(e, action)
+		r.req.OnEntry(*e, action)
 	}
 	switch action {
 	case "replay":
@@ -296,6 +312,9 @@ func (r *runner) action(ctx context.Context, e *Entry) (action, reason string, e
 		}
 		r.skippedEPs[e.EndpointID] = skipText[reason]
 		return "skip: " + skipText[reason], reason, nil
+	}
+	if r.resolved[deliveryKey(e)] {
+		return "skip: " + skipText[SkipAlreadyDelivered], SkipAlreadyDelivered, nil
 	}
 	return "replay", "", nil
 }

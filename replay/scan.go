@@ -2,9 +2,7 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,24 +16,30 @@ type ScanStats struct {
 	Matched int64 `json:"matched"`
 }
 
-// Scan streams the dead letters matching f to fn, partition by partition in
-// offset order within each, until the end offsets listed when it started.
-// fn returning an error stops the scan with it.
+// Scan streams the dead letters matching f to fn in fetch order: each
+// partition in offset order, partitions interleaved as fetched, until the
+// end offsets listed when it started. fn returning an error stops the scan
+// with it.
 func Scan(ctx context.Context, deps Deps, f Filter, fn func(Entry) error) (ScanStats, error) {
+	return scan(ctx, deps, f, readRanges, fn)
+}
+
+// ScanByTime is Scan in dead-letter time order, oldest first: partitions
+// are merged by record timestamp (the time of dead-lettering; ties by
+// partition, then offset), each partition still in offset order. It reads
+// partitions in step and holds at most one fetch per partition, so a
+// caller that stops after n entries has read little more than n.
+func ScanByTime(ctx context.Context, deps Deps, f Filter, fn func(Entry) error) (ScanStats, error) {
+	return scan(ctx, deps, f, readMerged, fn)
+}
+
+// reader reads offset ranges of a topic, calling fn with batches of
+// records (readRanges, readMerged).
+type reader func(ctx context.Context, opts []kgo.Opt, topic string, ranges map[int32]Range, fn func([]*kgo.Record) error) error
+
+func scan(ctx context.Context, deps Deps, f Filter, read reader, fn func(Entry) error) (ScanStats, error) {
 	var st ScanStats
-	if err := f.Validate(); err != nil {
-		return st, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	adm, err := kgo.NewClient(deps.KafkaOpts...)
-	if err != nil {
-		return st, fmt.Errorf("kafka client: %w", err)
-	}
-	defer adm.Close()
-	ranges, err := bounds(ctx, kadm.NewClient(adm), deps.Names.DLQ, f)
-	if err != nil {
-		return st, err
-	}
-	err = readRanges(ctx, deps.KafkaOpts, deps.Names.DLQ, ranges, func(recs []*kgo.Record) error {
+	err := scanRanges(ctx, deps, f, read, func(recs []*kgo.Record) error {
 		for _, r := range recs {
 			st.Scanned++
 			e := decode(r)
@@ -50,6 +54,43 @@ func Scan(ctx context.Context, deps Deps, f Filter, fn func(Entry) error) (ScanS
 		return nil
 	})
 	return st, err
+}
+
+// scanBatches hands fn, batch by batch in fetch order, the dead letters
+// matching f of each fetched batch, for a caller that looks something up
+// once per batch rather than once per dead letter.
+func scanBatches(ctx context.Context, deps Deps, f Filter, fn func([]Entry) error) error {
+	var es []Entry
+	return scanRanges(ctx, deps, f, readRanges, func(recs []*kgo.Record) error {
+		es = es[:0]
+		for _, r := range recs {
+			if e := decode(r); f.Match(&e) {
+				es = append(es, e)
+			}
+		}
+		if len(es) == 0 {
+			return nil
+		}
+		return fn(es)
+	})
+}
+
+// scanRanges validates f, snapshots the DLQ ranges that can hold its dead
+// letters, and reads them with read.
+func scanRanges(ctx context.Context, deps Deps, f Filter, read reader, fn func([]*kgo.Record) error) error {
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	adm, err := kgo.NewClient(deps.KafkaOpts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer adm.Close()
+	ranges, err := bounds(ctx, kadm.NewClient(adm), deps.Names.DLQ, f)
+	if err != nil {
+		return err
+	}
+	return read(ctx, deps.KafkaOpts, deps.Names.DLQ, ranges, fn)
 }
 
 // Range is the offsets [From, To) of one partition.
@@ -130,100 +171,4 @@ func bounds(ctx context.Context, adm *kadm.Client, topic string, f Filter) (map[
 		}
 	}
 	return out, nil
-}
-
-// idlePoll is how long a read waits for records before checking whether
-// the partitions it still expects records from were truncated meanwhile.
-const idlePoll = 5 * time.Second
-
-// readRanges reads the offsets ranges of topic with a client of its own
-// and calls fn with each polled batch (records of a partition in offset
-// order), until every range is read, fn returns an error (errStop ends the
-// read without one) or ctx ends. It holds at most one fetch in memory.
-func readRanges(ctx context.Context, opts []kgo.Opt, topic string, ranges map[int32]Range, fn func([]*kgo.Record) error) error {
-	start := map[int32]kgo.Offset{}
-	to := map[int32]int64{}
-	for p, r := range ranges {
-		if r.From < r.To {
-			start[p] = kgo.NewOffset().At(r.From)
-			to[p] = r.To
-		}
-	}
-	if len(start) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(append(slices.Clip(opts),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
-		kgo.FetchMaxBytes(2<<20),
-		kgo.FetchMaxPartitionBytes(1<<20),
-		kgo.MaxConcurrentFetches(1),
-		kgo.FetchMaxWait(200*time.Millisecond),
-	)...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	batch := make([]*kgo.Record, 0, 1024)
-	for len(to) > 0 {
-		pollCtx, cancel := context.WithTimeout(ctx, idlePoll)
-		fs := cl.PollRecords(pollCtx, 2000)
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var fetchErr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
-				fetchErr = fmt.Errorf("reading %s partition %d: %w", t, p, err)
-			}
-		})
-		if fetchErr != nil {
-			return fetchErr
-		}
-		batch = batch[:0]
-		var finished []int32
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := to[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			batch = append(batch, r)
-			if r.Offset+1 >= end {
-				delete(to, r.Partition)
-				finished = append(finished, r.Partition)
-			}
-		})
-		if len(finished) > 0 {
-			cl.PauseFetchPartitions(map[string][]int32{topic: finished})
-		}
-		if len(batch) > 0 {
-			if err := fn(batch); err != nil {
-				if errors.Is(err, errStop) {
-					return nil
-				}
-				return err
-			}
-			continue
-		}
-		// Nothing came: records below an end offset may have been deleted
-		// by retention since the snapshot.
-		if err := dropTruncated(ctx, cl, topic, to); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// dropTruncated forgets the ranges whose records all fell out of retention.
-func dropTruncated(ctx context.Context, cl *kgo.Client, topic string, to map[int32]int64) error {
-	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("listing start offsets of %s: %w", topic, err)
-	}
-	starts.Each(func(o kadm.ListedOffset) {
-		if end, ok := to[o.Partition]; ok && o.Err == nil && o.Offset >= end {
-			delete(to, o.Partition)
-		}
-	})
-	return nil
 }

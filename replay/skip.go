@@ -69,6 +69,7 @@ var skipText = map[string]string{
 	SkipEndpointDisabled: "endpoint disabled (use --force)",
 	SkipAccountMismatch:  "account_mismatch: the record's account is not the endpoint's or the request's",
 	SkipOwnDeath:         "died in this replay",
+	SkipAlreadyDelivered: "already delivered since (--include-resolved sends it again)",
 }
 
 // skipReason decides whether a matching, replayable dead letter is
@@ -82,4 +83,27 @@ func skipReason(e *Entry, s epState, reqAccount string) string {
 		return SkipAccountMismatch
 	}
 	return s.skip
+}
+
+// deliveryKey names the delivery a dead letter stands for.
+func deliveryKey(e *Entry) store.DeliveryKey {
+	return store.DeliveryKey{Account: e.Account, ID: e.DeliveryID}
+}
+
+// resolvedOf looks up, in one query, which of the dead letters of a batch
+// that match the request are resolved: their delivery was delivered since
+// (SkipAlreadyDelivered). Nil, without a query, when the request includes
+// resolved dead letters.
+func resolvedOf(ctx context.Context, deps Deps, req *Request, es []Entry) (map[store.DeliveryKey]bool, error) {
+	if req.IncludeResolved {
+		return nil, nil
+	}
+	keys := make([]store.DeliveryKey, 0, len(es))
+	for i := range es {
+		e := &es[i]
+		if e.Unreplayable == "" && e.DeliveryID != "" && req.Filter.Match(e) {
+			keys = append(keys, deliveryKey(e))
+		}
+	}
+	return deps.Store.Delivered(ctx, keys)
 }

@@ -217,3 +217,47 @@ func (s *Store) AttemptsOfDelivery(ctx context.Context, account, deliveryID stri
 	}
 	return out, nil
 }
+
+// DeliveryKey names one account's delivery: a delivery row counts only for
+// the account it belongs to.
+type DeliveryKey struct {
+	Account string
+	ID      string
+}
+
+// Delivered returns the keys, among keys, whose delivery row is in state
+// delivered (the endpoint answered 2xx to its newest attempt, for example
+// after a replay of its dead letter). One query answers a whole batch; a
+// key of another account's row, or of no row, is absent.
+func (s *Store) Delivered(ctx context.Context, keys []DeliveryKey) (map[DeliveryKey]bool, error) {
+	out := map[DeliveryKey]bool{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	accounts, ids := make([]string, 0, len(keys)), make([]string, 0, len(keys))
+	seen := make(map[DeliveryKey]bool, len(keys))
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			accounts, ids = append(accounts, k.Account), append(ids, k.ID)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.account, d.id FROM webhooks.deliveries d
+		JOIN unnest($1::text[], $2::text[]) AS k(account, id) ON d.id = k.id AND d.account = k.account
+		WHERE d.status = 'delivered'`, accounts, ids)
+	if err != nil {
+		return nil, fmt.Errorf("looking up delivered deliveries: %s", oneLine(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k DeliveryKey
+		if err := rows.Scan(&k.Account, &k.ID); err != nil {
+			return nil, fmt.Errorf("looking up delivered deliveries: %s", oneLine(err))
+		}
+		out[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("looking up delivered deliveries: %s", oneLine(err))
+	}
+	return out, nil
+}

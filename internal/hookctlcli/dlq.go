@@ -19,8 +19,8 @@ import (
 
 // DLQCmd groups the dead-letter commands.
 type DLQCmd struct {
-	List    DLQListCmd    `cmd:"" help:"List dead letters matching filters (streams the DLQ topic)."`
-	Replay  DLQReplayCmd  `cmd:"" help:"Send matching dead letters again (same webhook-id, fresh attempts); resumable, audited."`
+	List    DLQListCmd    `cmd:"" help:"List dead letters matching filters, oldest first (streams the DLQ topic)."`
+	Replay  DLQReplayCmd  `cmd:"" help:"Send matching dead letters again (same webhook-id, fresh attempts); resumable, audited; skips those delivered since."`
 	Replays DLQReplaysCmd `cmd:"" help:"Show the replay audit log (one row per replay request)."`
 }
 
@@ -79,10 +79,13 @@ func replayDeps(ctx context.Context, g *Globals, withStore bool) (replay.Deps, f
 	return deps, st.Close, nil
 }
 
-// DLQListCmd lists dead letters.
+// DLQListCmd lists dead letters in dead-letter time order, like a log:
+// the DLQ's partitions are merged by record timestamp as they are read
+// (replay.ScanByTime), so --limit N prints the N oldest matching without
+// buffering the rest.
 type DLQListCmd struct {
 	DLQFilter
-	Limit int `name:"limit" default:"1000" help:"Stop after this many (0: all)."`
+	Limit int `name:"limit" default:"1000" help:"Stop after this many, the oldest (0: all). Dead letters print oldest first: partitions merged by dead-letter time."`
 }
 
 // Run implements `hookctl dlq list`.
@@ -101,7 +104,7 @@ func (c *DLQListCmd) Run(ctx context.Context, g *Globals) error {
 	defer done()
 	w := newEntryWriter(g, false)
 	n := 0
-	st, err := replay.Scan(ctx, deps, f, func(e replay.Entry) error {
+	st, err := replay.ScanByTime(ctx, deps, f, func(e replay.Entry) error {
 		if c.Limit > 0 && n >= c.Limit {
 			return errLimit
 		}
@@ -201,12 +204,14 @@ func (w *entryWriter) close() error {
 
 // ReplayFlags are the flags shared by dlq replay and endpoints resend.
 type ReplayFlags struct {
-	Actor    string  `name:"actor" env:"HOOKD_ACTOR" help:"Who replays, for the audit log. Defaults to the OS user."`
-	DryRun   bool    `name:"dry-run" help:"Print what would be replayed and the count; send nothing."`
-	Rate     float64 `name:"rate" default:"0" help:"At most this many records per second (0: no limit)."`
-	Limit    int64   `name:"limit" default:"0" help:"Replay at most this many dead letters (0: all)."`
-	Force    bool    `name:"force" help:"Replay to disabled endpoints too."`
-	ReplayID string  `name:"replay-id" help:"Name the request (to resume it by id); by default the id is derived from actor, reason, filters and limit, so re-running the same command resumes it."`
+	Actor  string  `name:"actor" env:"HOOKD_ACTOR" help:"Who replays, for the audit log. Defaults to the OS user."`
+	DryRun bool    `name:"dry-run" help:"Print what would be replayed and the count; send nothing."`
+	Rate   float64 `name:"rate" default:"0" help:"At most this many records per second (0: no limit)."`
+	Limit  int64   `name:"limit" default:"0" help:"Replay at most this many dead letters (0: all)."`
+	Force  bool    `name:"force" help:"Replay to disabled endpoints too."`
+	// IncludeResolved is part of the request (and of its derived id).
+	IncludeResolved bool   `name:"include-resolved" help:"Replay resolved dead letters too: those whose delivery was delivered since (by an earlier replay or resend). By default they are skipped as already delivered."`
+	ReplayID        string `name:"replay-id" help:"Name the request (to resume it by id); by default the id is derived from actor, reason, filters and limit, so re-running the same command resumes it."`
 }
 
 func (f ReplayFlags) actor() string {
@@ -244,6 +249,7 @@ func (c *DLQReplayCmd) Run(ctx context.Context, g *Globals) error {
 // dry run, shows a progress line on a terminal, prints the outcome.
 func runReplay(ctx context.Context, g *Globals, req replay.Request, flags ReplayFlags) error {
 	req.Limit, req.Force, req.DryRun, req.Rate = flags.Limit, flags.Force, flags.DryRun, flags.Rate
+	req.IncludeResolved = flags.IncludeResolved
 	if req.Limit < 0 || req.Rate < 0 {
 		return Usage(errors.New("--limit and --rate must not be negative"))
 	}
@@ -277,6 +283,12 @@ func runReplay(ctx context.Context, g *Globals, req replay.Request, flags Replay
 		}
 		return replayError(err)
 	}
+	return printReplayResult(g, req, res)
+}
+
+// printReplayResult prints a replay's outcome: its counts, then why what
+// was skipped was.
+func printReplayResult(g *Globals, req replay.Request, res replay.Result) error {
 	if g.JSON() {
 		if req.DryRun {
 			return nil // the JSON array of entries is the output
@@ -301,6 +313,9 @@ func runReplay(ctx context.Context, g *Globals, req replay.Request, flags Replay
 		for _, id := range ids {
 			fmt.Fprintf(g.Out(), "  skipped endpoint %s: %s\n", id, res.SkippedEndpoints[id])
 		}
+	}
+	if n := res.Skips[replay.SkipAlreadyDelivered]; n > 0 {
+		fmt.Fprintf(g.Out(), "  skipped %d dead letter(s) already delivered since they died (by an earlier replay or resend); --include-resolved sends them again\n", n)
 	}
 	return nil
 }

@@ -1,0 +1,126 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// idlePoll is how long a read waits for records before checking whether
+// the partitions it still expects records from were truncated meanwhile.
+const idlePoll = 5 * time.Second
+
+// readRanges reads the offsets ranges of topic with a client of its own
+// and calls fn with each polled batch (records of a partition in offset
+// order), until every range is read, fn returns an error (errStop ends the
+// read without one) or ctx ends. It holds at most one fetch in memory.
+func readRanges(ctx context.Context, opts []kgo.Opt, topic string, ranges map[int32]Range, fn func([]*kgo.Record) error) error {
+	cl, to, err := rangeClient(opts, topic, ranges)
+	if cl == nil {
+		return err
+	}
+	defer cl.Close()
+	batch := make([]*kgo.Record, 0, 1024)
+	for len(to) > 0 {
+		fs, err := poll(ctx, cl)
+		if err != nil {
+			return err
+		}
+		batch = batch[:0]
+		var finished []int32
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := to[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			batch = append(batch, r)
+			if r.Offset+1 >= end {
+				delete(to, r.Partition)
+				finished = append(finished, r.Partition)
+			}
+		})
+		if len(finished) > 0 {
+			cl.PauseFetchPartitions(map[string][]int32{topic: finished})
+		}
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				if errors.Is(err, errStop) {
+					return nil
+				}
+				return err
+			}
+			continue
+		}
+		// Nothing came: records below an end offset may have been deleted
+		// by retention since the snapshot.
+		if err := dropTruncated(ctx, cl, topic, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rangeClient makes a client consuming the non-empty ranges, and returns
+// with it the end offset of each; no client (and a nil error) when there
+// is nothing to read.
+func rangeClient(opts []kgo.Opt, topic string, ranges map[int32]Range) (*kgo.Client, map[int32]int64, error) {
+	start := map[int32]kgo.Offset{}
+	to := map[int32]int64{}
+	for p, r := range ranges {
+		if r.From < r.To {
+			start[p] = kgo.NewOffset().At(r.From)
+			to[p] = r.To
+		}
+	}
+	if len(start) == 0 {
+		return nil, nil, nil
+	}
+	cl, err := kgo.NewClient(append(slices.Clip(opts),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
+		kgo.FetchMaxBytes(2<<20),
+		kgo.FetchMaxPartitionBytes(1<<20),
+		kgo.MaxConcurrentFetches(1),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return cl, to, nil
+}
+
+// poll polls once, for at most idlePoll, and returns the first fetch
+// error other than the poll's own timeout.
+func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
+	pollCtx, cancel := context.WithTimeout(ctx, idlePoll)
+	fs := cl.PollRecords(pollCtx, 2000)
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var fetchErr error
+	fs.EachError(func(t string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
+			fetchErr = fmt.Errorf("reading %s partition %d: %w", t, p, err)
+		}
+	})
+	return fs, fetchErr
+}
+
+// dropTruncated forgets the ranges whose records all fell out of retention.
+func dropTruncated(ctx context.Context, cl *kgo.Client, topic string, to map[int32]int64) error {
+	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("listing start offsets of %s: %w", topic, err)
+	}
+	starts.Each(func(o kadm.ListedOffset) {
+		if end, ok := to[o.Partition]; ok && o.Err == nil && o.Offset >= end {
+			delete(to, o.Partition)
+		}
+	})
+	return nil
+}
