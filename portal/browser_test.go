@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookd/hookd/endpoint"
 	"github.com/hookd/hookd/internal/wait"
+	"github.com/hookd/hookd/retrytiers"
 	"github.com/hookd/hookd/store"
 )
 
@@ -298,8 +299,6 @@ func (w *browserWorld) customerReplays(t *testing.T, js bool) {
 	require.Contains(t, audit, "acct_a via portal link")
 	require.Contains(t, audit, "receiver fixed, resend please")
 	tb.shot("replays")
-	require.Equal(t, 200, tb.open("/portal/policy"))
-	tb.shot("policy")
 	if !js {
 		w.deadOfA, w.eventOfA = d, evt
 		tb.dark()
@@ -380,7 +379,7 @@ func (w *browserWorld) badLinksAreRefused(t *testing.T, js bool) {
 // search, act on behalf of an account.
 func TestBrowserSupport(t *testing.T) {
 	browser := newBrowser(t)
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{schedule: retrytiers.DefaultSchedule})
 	e := b.endpoint(t, "acct_a", "https://a.example.com/hook")
 	d := b.deadLetter(t, e, "evt_support")
 	tb := b.tab(t, browser, false)
@@ -395,4 +394,7 @@ func TestBrowserSupport(t *testing.T) {
 	require.Equal(t, 200, tb.click(`form[action="/portal/support/act"] button`))
 	require.Equal(t, b.srv.URL+"/portal/deliveries/"+d.ID, tb.url())
 	require.Contains(t, tb.text(), "support on behalf of acct_a")
+	require.Equal(t, 200, tb.open("/portal/policy"))
+	require.Contains(t, tb.text(), "24h")
+	tb.shot("policy")
 }

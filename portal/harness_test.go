@@ -49,11 +49,16 @@ type bundle struct {
 
 type setupOpts struct {
 	cfg Config
+	// schedule is the retry schedule; defaults to one 1s tier.
+	schedule string
 }
 
 func setup(t testing.TB, o setupOpts) *bundle {
 	t.Helper()
-	sched, err := retrytiers.ParseSchedule("1s")
+	if o.schedule == "" {
+		o.schedule = "1s"
+	}
+	sched, err := retrytiers.ParseSchedule(o.schedule)
 	require.NoError(t, err)
 	tcfg := topics.Config{Partitions: 2, Schedule: sched}
 	tcfg.SetDefaults()

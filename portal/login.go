@@ -1,6 +1,7 @@
 package portal
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -120,6 +121,7 @@ func (h *Handler) useLink(w http.ResponseWriter, r *http.Request, _ *session) er
 	h.setCookie(w, r, loginCookie, "", 0)
 	s := &session{PortalSession: ps}
 	h.audit(r.Context(), s, "sign-in", ps.LinkID, "level "+ps.Level)
+	h.prune(r.Context())
 	to := "/portal/"
 	if ps.EndpointID != "" {
 		to = "/portal/endpoints/" + ps.EndpointID
@@ -175,4 +177,15 @@ func (h *Handler) supportLogin(w http.ResponseWriter, r *http.Request, _ *sessio
 	h.audit(r.Context(), &session{PortalSession: ps}, "support sign-in", ps.ID, "")
 	http.Redirect(w, r, "/portal/support", http.StatusSeeOther)
 	return nil
+}
+
+// prune deletes, at each sign-in, the links and sessions that ended more
+// than a day ago: they open nothing any more.
+func (h *Handler) prune(ctx context.Context) {
+	before := h.now().Add(-h.cfg.SessionMax - 24*time.Hour)
+	if n, err := h.store().PrunePortal(ctx, before); err != nil {
+		h.logger.WarnContext(ctx, "portal: pruning old links and sessions", "error", err)
+	} else if n > 0 {
+		h.logger.DebugContext(ctx, "portal: pruned old links and sessions", "rows", n)
+	}
 }

@@ -101,6 +101,14 @@ func TestExpiredReusedAndUnknownLinks(t *testing.T) {
 	require.Equal(t, 410, p.Status)
 	require.Contains(t, p.Body, "already used")
 
+	// Sign-ins prune what ended more than a day before.
+	_, err = b.db.Store.Pool().Exec(context.Background(), `UPDATE webhooks.portal_links SET expires_at = now() - interval '3 days' WHERE used_at IS NULL`)
+	require.NoError(t, err)
+	require.Equal(t, 200, b.client(t).login(b.link(t, "acct_a", "", store.PortalRead, time.Hour)).Status)
+	var left int
+	require.NoError(t, b.db.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM webhooks.portal_links WHERE expires_at < now() - interval '2 days'`).Scan(&left))
+	require.Zero(t, left)
+
 	p = c.get("/portal/login/hpl_" + strings.Repeat("A", 43))
 	require.Equal(t, 404, p.Status)
 	require.Contains(t, p.Body, "not valid")

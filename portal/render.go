@@ -199,7 +199,7 @@ func formatTimePtr(t *time.Time) string {
 
 // formatDuration renders a duration the short way: 30s, 2m, 1h30m, 3d.
 func formatDuration(d time.Duration) string {
-	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+	if d >= 48*time.Hour && d%(24*time.Hour) == 0 {
 		return fmt.Sprintf("%dd", d/(24*time.Hour))
 	}
 	s := d.String() // "1h30m0s", "2m0s", "10s"

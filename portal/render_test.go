@@ -13,7 +13,7 @@ func TestFormatting(t *testing.T) {
 	t.Parallel()
 	for d, want := range map[time.Duration]string{
 		10 * time.Second: "10s", 30 * time.Second: "30s", 2 * time.Minute: "2m", 90 * time.Minute: "1h30m",
-		time.Hour: "1h", 72 * time.Hour: "3d", 30 * time.Minute: "30m", 1500 * time.Millisecond: "1.5s",
+		time.Hour: "1h", 72 * time.Hour: "3d", 24 * time.Hour: "24h", 30 * time.Minute: "30m", 1500 * time.Millisecond: "1.5s",
 	} {
 		require.Equal(t, want, formatDuration(d), d.String())
 	}

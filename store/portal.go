@@ -631,3 +631,17 @@ func (s *Store) PortalSearch(ctx context.Context, q string) ([]PortalSearchHit, 
 	}
 	return out, nil
 }
+
+// PrunePortal deletes the links that expired before before and the
+// sessions created before it (ended by their absolute limit by then). The
+// portal's audit rows are kept.
+func (s *Store) PrunePortal(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `WITH l AS (DELETE FROM webhooks.portal_links WHERE expires_at < $1 RETURNING 1),
+		ps AS (DELETE FROM webhooks.portal_sessions WHERE created_at < $1 RETURNING 1)
+		SELECT (SELECT count(*) FROM l) + (SELECT count(*) FROM ps)`, before).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("pruning portal links and sessions: %s", oneLine(err))
+	}
+	return n, nil
+}
