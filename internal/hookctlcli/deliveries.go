@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/replay"
 	"github.com/hookd/hookd/store"
 )
@@ -135,7 +136,7 @@ func printTimeline(g *Globals, d deliveryTimeline) error {
 	tw := g.Table()
 	rows := [][2]string{
 		{"delivery", d.ID}, {"event", d.EventID + " (" + d.EventType + ")"}, {"endpoint", d.EndpointID + " (account " + d.Account + ")"},
-		{"status", statusText(d.Delivery)}, {"attempts", fmt.Sprint(d.Attempts)}, {"created", fmtTime(d.CreatedAt)},
+		{"status", statusText(d.Delivery)}, {"attempts", attemptsText(d)}, {"created", fmtTime(d.CreatedAt)},
 	}
 	if d.DeliveredAt != nil {
 		rows = append(rows, [2]string{"delivered", fmtTime(*d.DeliveredAt)})
@@ -169,6 +170,47 @@ func printTimeline(g *Globals, d deliveryTimeline) error {
 			dash(a.ReplayID), clip(oneLineText(a.ResponseExcerpt), 40))
 	}
 	return tw.Flush()
+}
+
+// attemptsText counts the attempts of a timeline as its rows show them. A
+// replay restarts attempt numbers at 1 and the delivery row keeps the
+// highest number of any round, so the count is summed per round: "4 (3 +
+// 1 after replay rpl_x)". Rows that made no request (deferred, skipped)
+// are named apart. With no rows logged, the delivery row's count.
+func attemptsText(d deliveryTimeline) string {
+	if len(d.Timeline) == 0 {
+		return fmt.Sprint(d.Attempts)
+	}
+	var rounds []string // "" for the first round, then replay ids
+	made := map[string]int{}
+	total, noRequest := 0, 0
+	for _, a := range d.Timeline {
+		if a.Outcome == string(attempt.OutcomeDeferred) || a.Outcome == string(attempt.OutcomeSkipped) {
+			noRequest++
+			continue
+		}
+		if _, seen := made[a.ReplayID]; !seen {
+			rounds = append(rounds, a.ReplayID)
+		}
+		made[a.ReplayID]++
+		total++
+	}
+	text := fmt.Sprint(total)
+	if len(rounds) > 1 || (len(rounds) == 1 && rounds[0] != "") {
+		parts := make([]string, 0, len(rounds))
+		for _, r := range rounds {
+			if r == "" {
+				parts = append(parts, fmt.Sprint(made[r]))
+			} else {
+				parts = append(parts, fmt.Sprintf("%d after replay %s", made[r], r))
+			}
+		}
+		text += " (" + strings.Join(parts, " + ") + ")"
+	}
+	if noRequest > 0 {
+		text += fmt.Sprintf("; %d row(s) below made no request (deferred or skipped)", noRequest)
+	}
+	return text
 }
 
 func statusText(d store.Delivery) string {
