@@ -183,8 +183,8 @@ func (d *Dispatcher) crowdingLocked(ps *partState, a *accountState) bool {
 }
 
 // shedLocked empties the partitions full enough to be paused of the
-// queued records of accounts at their share, newest first, down to half
-// of PartitionMaxHeld, deferring them to the first retry tier: a
+// queued records of accounts at their share, newest first, to just below
+// half of PartitionMaxHeld (where fetching resumes), deferring them to the first retry tier: a
 // partition an account filled while it was alone (with no share to keep)
 // flows again once other accounts are active. It runs with the periodic
 // sweep, and walks only full partitions.
@@ -198,7 +198,8 @@ func (d *Dispatcher) shedLocked(now time.Time) {
 		if ps.revoked || len(ps.pending) < d.cfg.PartitionMaxHeld {
 			continue
 		}
-		excess := len(ps.pending) - d.cfg.PartitionMaxHeld/2
+		// Below half, where a full partition resumes fetching (doneLocked).
+		excess := len(ps.pending) - d.cfg.PartitionMaxHeld/2 + 1
 		for i := len(ps.pending) - 1; i >= 0 && excess > 0; i-- {
 			it := ps.pending[i]
 			if !it.queued {

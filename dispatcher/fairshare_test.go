@@ -66,7 +66,7 @@ func TestFairShareAcrossAccounts(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	b.start(dispatcher.Config{AllowPrivateNetworks: true, Concurrency: concurrency, Timeout: time.Hour,
-		AccountLinger: time.Second}, runOpts{reg: reg})
+		AccountLinger: 3 * time.Second}, runOpts{reg: reg})
 	healthyDone := func() int {
 		n := 0
 		for _, rc := range healthy {
@@ -75,10 +75,16 @@ func TestFairShareAcrossAccounts(t *testing.T) {
 		return n
 	}
 	const want = healthyAccounts * endpointsPerAcct * recordsPerEndpoint
-	eventually(t, 60*time.Second, func() bool { return healthyDone() == want }, "every healthy delivery done")
+	// The abusive account's peak is read as the last healthy delivery is
+	// seen: AccountLinger later it is alone and may take more.
+	var peak int32
+	eventually(t, 60*time.Second, func() bool {
+		peak = evil.maxSeen.Load()
+		return healthyDone() == want
+	}, "every healthy delivery done")
 	require.Zero(t, evil.answered.Load(), "the abusive account's requests still hang")
-	require.LessOrEqual(t, evil.maxSeen.Load(), int32(share), "the abusive account never holds more than its share")
-	require.Equal(t, int32(share), evil.maxSeen.Load(), "it uses its share")
+	require.LessOrEqual(t, peak, int32(share), "the abusive account never holds more than its share")
+	require.Equal(t, int32(share), peak, "it uses its share")
 	require.Positive(t, metricValue(t, reg, "hookd_dispatcher_fair_share_waits_total"))
 	for i, rc := range healthy {
 		require.Equal(t, recordsPerEndpoint, rc.distinct(), "healthy endpoint %d", i)
