@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,9 +87,25 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) 
 	s := &Store{pool: pool, logger: logger}
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("database %s:%d unreachable: %s", pc.ConnConfig.Host, pc.ConnConfig.Port, oneLine(err))
+		return nil, fmt.Errorf("database %s:%d unreachable: %s%s", pc.ConnConfig.Host, pc.ConnConfig.Port, oneLine(err), defaultsHint(cfg, pc))
 	}
 	return s, nil
+}
+
+// defaultsHint explains a failed connection that nothing configured: no
+// URL and none of PGHOST, PGUSER, PGDATABASE, so libpq's defaults (the OS
+// user on the local socket) were tried, which is rarely hookd's database.
+func defaultsHint(cfg Config, pc *pgxpool.Config) string {
+	if cfg.DatabaseURL != "" {
+		return ""
+	}
+	for _, v := range []string{"PGHOST", "PGUSER", "PGDATABASE"} {
+		if os.Getenv(v) != "" {
+			return ""
+		}
+	}
+	return fmt.Sprintf("; no DATABASE_URL set: tried the PG* defaults (user %s on %s); set DATABASE_URL (or --database-url), e.g. the URL `make run` prints",
+		pc.ConnConfig.User, pc.ConnConfig.Host)
 }
 
 // Pool exposes the pool to packages that run their own SQL in a caller's
