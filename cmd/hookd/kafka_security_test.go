@@ -72,7 +72,7 @@ func TestRunOnKafkaWithTLSAndSCRAM(t *testing.T) {
 		require.Equal(t, "hookd: kafka tls/sasl flags need --brokers: the embedded broker speaks plaintext on loopback only", strings.TrimSpace(stderr))
 	})
 
-	env = append(env, "HOOKD_KAFKA_SASL_PASSWORD=correct horse")
+	env = append(env, "HOOKD_KAFKA_SASL_PASSWORD=correct horse", "HOOKD_RELAY_SLOT="+db.Name) // slots are cluster-wide
 	p := proctest.Start(t, hookd, env, "run", "--log-format", "json")
 	p.WaitReady(httpAddr, 60*time.Second)
 

@@ -89,7 +89,9 @@ func TestRunServesThenStopsOnSIGTERMAndKeepsRecords(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	kafkaAddr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
-	env := []string{"DATABASE_URL=" + db.URL, "HOOKD_DATA_DIR=" + dataDir, "HOOKD_KAFKA_LISTEN=" + kafkaAddr, "HOOKD_LISTEN=" + httpAddr, "HOOKD_PARTITIONS=3"}
+	// Slot names are cluster-wide: each test's relay has its own.
+	env := []string{"DATABASE_URL=" + db.URL, "HOOKD_DATA_DIR=" + dataDir, "HOOKD_KAFKA_LISTEN=" + kafkaAddr, "HOOKD_LISTEN=" + httpAddr, "HOOKD_PARTITIONS=3",
+		"HOOKD_RELAY_SLOT=" + db.Name}
 
 	p := proctest.Start(t, hookd, env, "run", "--log-format", "json")
 	p.WaitReady(httpAddr, 60*time.Second)

@@ -111,7 +111,8 @@ func TestMetricsDocMatchesLiveRegistry(t *testing.T) {
 	parser, err := kong.New(&cli, kong.Name("hookd"), kong.Vars{"retry_schedule": retrytiers.DefaultSchedule})
 	require.NoError(t, err)
 	_, err = parser.Parse([]string{"run", "--database-url", db.URL, "--data-dir", t.TempDir(), "--kafka-listen", kafkaAddr,
-		"--listen", httpAddr, "--partitions", "2", "--retry-schedule", "1s,2s", "--allow-private-networks", "--no-migrate"})
+		"--listen", httpAddr, "--partitions", "2", "--retry-schedule", "1s,2s", "--allow-private-networks", "--no-migrate",
+		"--relay-slot", db.Name}) // slots are cluster-wide
 	require.NoError(t, err)
 	cfg, err := cli.Run.daemonConfig()
 	require.NoError(t, err)
