@@ -50,6 +50,13 @@ func TestLinkOpensEveryPage(t *testing.T) {
 		require.Contains(t, p.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", path)
 		require.NotContains(t, p.Body, "<script", path)
 	}
+	css := c.get("/portal/static/portal.css")
+	require.Equal(t, 200, css.Status)
+	require.Contains(t, css.Header.Get("Content-Type"), "text/css")
+	require.Contains(t, css.Body, "prefers-color-scheme: dark")
+	require.Equal(t, 404, c.get("/portal/static/").Status, "no directory listing")
+	require.Equal(t, 404, c.get("/portal/nope").Status)
+
 	detail := c.get("/portal/deliveries/" + d.ID).Body
 	for _, want := range []string{"evt_a1", "retries_exhausted", "upstream unavailable", "&#34;amount&#34;: 42", "503", "retry 1s"} {
 		require.Contains(t, detail, want)
@@ -421,6 +428,13 @@ func TestReplayFromThePortalReachesTheReceiver(t *testing.T) {
 		return false
 	})
 	require.Equal(t, 2, rc.count(evt), "the first attempt and one retry")
+	css := c.get("/portal/static/portal.css")
+	require.Equal(t, 200, css.Status)
+	require.Contains(t, css.Header.Get("Content-Type"), "text/css")
+	require.Contains(t, css.Body, "prefers-color-scheme: dark")
+	require.Equal(t, 404, c.get("/portal/static/").Status, "no directory listing")
+	require.Equal(t, 404, c.get("/portal/nope").Status)
+
 	detail := c.get("/portal/deliveries/" + d.ID).Body
 	require.Contains(t, detail, "retries_exhausted")
 	require.Contains(t, detail, "receiver says Service Unavailable")

@@ -176,6 +176,10 @@ func (h *Handler) static() http.Handler {
 	files := http.StripPrefix("/portal/static/", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.headers(w)
+		if strings.HasSuffix(r.URL.Path, "/") {
+			h.fail(w, r, errNotFound) // no directory listings
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		files.ServeHTTP(w, r)
 	})
