@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,4 +54,29 @@ func TestDeliveredIsPerAccountAndBatched(t *testing.T) {
 	got, err = db.Store.Delivered(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
+}
+
+// BenchmarkDelivered measures one batch look-up of replay's resolved
+// check: 2000 keys (a full fetch of dead letters) against 100k delivery
+// rows, a tenth of them delivered.
+func BenchmarkDelivered(b *testing.B) {
+	db := pgtest.New(b)
+	ctx := context.Background()
+	_, err := db.Store.Pool().Exec(ctx, `INSERT INTO webhooks.deliveries (id, event_id, endpoint_id, account, event_type, status, event_created_at)
+		SELECT 'dlv_' || i, 'evt_' || i, 'ep_' || (i % 100), 'acct_bench', 'invoice.paid',
+			CASE WHEN i % 10 = 0 THEN 'delivered' ELSE 'dead' END, now()
+		FROM generate_series(1, 100000) i`)
+	require.NoError(b, err)
+	_, err = db.Store.Pool().Exec(ctx, `ANALYZE webhooks.deliveries`)
+	require.NoError(b, err)
+	keys := make([]store.DeliveryKey, 2000)
+	b.ResetTimer()
+	for n := 0; b.Loop(); n++ {
+		for i := range keys {
+			keys[i] = store.DeliveryKey{Account: "acct_bench", ID: fmt.Sprintf("dlv_%d", 1+(n*2000+i)%100000)}
+		}
+		got, err := db.Store.Delivered(ctx, keys)
+		require.NoError(b, err)
+		require.Len(b, got, 200)
+	}
 }
