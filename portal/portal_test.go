@@ -2,6 +2,7 @@ package portal
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookd/hookd/endpoint"
+	"github.com/hookd/hookd/httpapi"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/store"
 )
@@ -575,4 +577,38 @@ func linkIDOf(t testing.TB, b *bundle) string {
 	require.NoError(t, b.db.Store.Pool().QueryRow(context.Background(),
 		`SELECT id FROM webhooks.portal_links WHERE used_at IS NOT NULL`).Scan(&id))
 	return id
+}
+
+// A link created with POST /v1/portal-links opens the portal mounted on
+// the same mux, as hookd serves both on --listen.
+func TestAPILinkOpensThePortal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	e := b.endpoint(t, "acct_a", "https://a.example.com/hook")
+	api := httpapi.New(httpapi.Config{}, nil)
+	api.Attach(context.Background(), httpapi.Backend{Store: b.db.Store})
+	mux := http.NewServeMux()
+	api.Routes(mux)
+	b.h.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	_, token, err := b.db.Store.CreateAPIToken(context.Background(), "acct_a", "test")
+	require.NoError(t, err)
+	req, err := http.NewRequest("POST", srv.URL+"/v1/portal-links", strings.NewReader(`{"endpoint":"`+e.ID+`","level":"manage"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 201, resp.StatusCode)
+	var out struct{ URL, Path string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Equal(t, srv.URL+out.Path, out.URL)
+
+	c := b.client(t)
+	c.base = srv.URL
+	p := c.login(strings.TrimPrefix(out.Path, "/portal/login/"))
+	require.Equal(t, 200, p.Status)
+	require.Equal(t, srv.URL+"/portal/endpoints/"+e.ID, p.URL)
+	require.Contains(t, p.Body, "Disable endpoint", "a manage link")
 }
