@@ -1,7 +1,8 @@
 // Package replay owns finding dead letters and sending them again: Scan
-// streams the dead-letter topic through a Filter (hookctl dlq list), and
-// Run re-produces the matching dead letters to the deliveries topic, with
-// the same webhook-id and a fresh attempt count, recording the request in
+// streams the dead-letter topic through a Filter, ScanByTime does so in
+// dead-letter time order (hookctl dlq list, GET /v1/dead-letters), and Run
+// re-produces the matching dead letters to the deliveries topic, with the
+// same webhook-id and a fresh attempt count, recording the request in
 // webhooks.replays (hookctl dlq replay, hookctl endpoints resend, POST
 // /v1/replays). A request is resumable: its progress (the next offset of
 // every dead-letter partition) is saved only after the broker acknowledged
@@ -13,10 +14,17 @@
 // dead letter is resolved once its delivery (same delivery id and account)
 // is in state delivered in webhooks.deliveries, for example after an
 // earlier replay or resend: requests skip it as already_delivered unless
-// they include resolved dead letters (looked up once per fetched batch). It
-// never sends HTTP (the dispatcher does, through the normal path), never
-// holds more than one fetch and one produce chunk in memory, and never
-// changes a dead letter.
+// they include resolved dead letters (looked up once per fetched batch).
+//
+// Files by job: request.go (the request, its validation and derived id),
+// scan.go and read.go (DLQ ranges and reading them; merge.go for time
+// order), run.go and chunk.go (a real run), recover.go (what an
+// interrupted run produced), dryrun.go, skip.go (why a dead letter is not
+// replayed), pacer.go (--rate).
+//
+// It never sends HTTP (the dispatcher does, through the normal path),
+// never holds more than one fetch (one per partition for ScanByTime) and
+// one produce chunk in memory, and never changes a dead letter.
 package replay
 
 import (
