@@ -7,8 +7,8 @@ package cmdline
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"io"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
