@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/hookd/hookd/httpapi"
 	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/kafkaconn"
+	"github.com/hookd/hookd/portal"
 	"github.com/hookd/hookd/replay"
 	"github.com/hookd/hookd/store"
 	"github.com/hookd/hookd/topics"
@@ -82,6 +84,10 @@ type Config struct {
 	AdminToken string
 	// API configures the /v1 JSON API (its own defaults apply).
 	API httpapi.Config
+	// Portal configures the delivery portal under /portal/ (its own
+	// defaults apply); the admin token, the endpoint limits and the
+	// private-network setting come from AdminToken and API.
+	Portal portal.Config
 }
 
 func (c *Config) setDefaults() {
@@ -155,6 +161,7 @@ type process struct {
 	env     *Env
 	srv     *api.Server
 	jsonAPI *httpapi.Server
+	portal  *portal.Handler
 	kafka   *kgo.Client
 	closers []func()
 }
@@ -181,8 +188,11 @@ func (p *process) start(ctx context.Context) error {
 	}
 	// Replays the JSON API starts stop with ctx and are waited for before
 	// Postgres closes.
-	p.jsonAPI.Attach(ctx, httpapi.Backend{Store: p.env.Store, Replay: replay.Deps{KafkaOpts: p.env.KafkaOpts, Names: p.env.Names}})
+	replayDeps := replay.Deps{KafkaOpts: p.env.KafkaOpts, Names: p.env.Names}
+	p.jsonAPI.Attach(ctx, httpapi.Backend{Store: p.env.Store, Replay: replayDeps})
 	p.onClose(p.jsonAPI.Wait)
+	p.portal.Attach(ctx, portal.Backend{Store: p.env.Store, Replay: replayDeps})
+	p.onClose(p.portal.Wait)
 	return nil
 }
 
@@ -192,7 +202,20 @@ func (p *process) startHTTP(context.Context) error {
 		apiCfg.AdminToken = p.cfg.AdminToken
 	}
 	p.jsonAPI = httpapi.New(apiCfg, p.logger.With("component", "api"))
-	srv, err := api.Listen(p.cfg.HTTP, api.Deps{Logger: p.logger, Gatherer: p.env.Registry, Checks: p.checks(), Routes: p.jsonAPI.Routes})
+	pcfg := p.cfg.Portal
+	pcfg.AdminToken, pcfg.AllowPrivateNetworks = apiCfg.AdminToken, apiCfg.AllowPrivateNetworks
+	if pcfg.RequestTimeout == 0 {
+		pcfg.RequestTimeout = apiCfg.MaxTimeout
+	}
+	var err error
+	if p.portal, err = portal.New(pcfg, portal.Deps{Logger: p.logger.With("component", "portal")}); err != nil {
+		return err
+	}
+	routes := func(mux *http.ServeMux) {
+		p.jsonAPI.Routes(mux)
+		p.portal.Routes(mux)
+	}
+	srv, err := api.Listen(p.cfg.HTTP, api.Deps{Logger: p.logger, Gatherer: p.env.Registry, Checks: p.checks(), Routes: routes})
 	if err != nil {
 		return err
 	}

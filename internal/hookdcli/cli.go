@@ -20,6 +20,7 @@ import (
 	"github.com/hookd/hookd/internal/cmdline"
 	"github.com/hookd/hookd/internal/version"
 	"github.com/hookd/hookd/kafkaconn"
+	"github.com/hookd/hookd/portal"
 	"github.com/hookd/hookd/retrytiers"
 	"github.com/hookd/hookd/store"
 	"github.com/hookd/hookd/topics"
@@ -110,7 +111,14 @@ type DaemonFlags struct {
 	Listen           string        `name:"listen" default:"127.0.0.1:8080" env:"HOOKD_LISTEN" help:"HTTP address for /healthz, /readyz, /metrics and the API."`
 	NoMigrate        bool          `name:"no-migrate" env:"HOOKD_NO_MIGRATE" help:"Do not apply the Postgres schema at start-up."`
 	AttemptRetention time.Duration `name:"attempt-retention" default:"720h" env:"HOOKD_ATTEMPT_RETENTION" help:"Drop attempt-log partitions older than this."`
-	AdminToken       string        `name:"admin-token" env:"HOOKD_ADMIN_TOKEN" help:"Bearer token with access to every account on the /v1 API (empty: admin access off). Prefer the environment variable."`
+	AdminToken       string        `name:"admin-token" env:"HOOKD_ADMIN_TOKEN" help:"Bearer token with access to every account on the /v1 API and support sign-in to the portal (empty: admin access off). Prefer the environment variable."`
+	PortalFlags
+}
+
+// PortalFlags configure the delivery portal served under /portal/ on --listen.
+type PortalFlags struct {
+	PortalBaseURL        string   `name:"portal-base-url" env:"HOOKD_PORTAL_BASE_URL" help:"Public origin of the portal as browsers reach it (https://hooks.example.com); https makes its cookies Secure and __Host-. Empty: taken from each request."`
+	PortalFrameAncestors []string `name:"portal-frame-ancestors" env:"HOOKD_PORTAL_FRAME_ANCESTORS" sep:"," help:"Origins allowed to frame the portal (your app's settings page), comma-separated. Empty: framing denied."`
 }
 
 func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
@@ -126,6 +134,8 @@ func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
 		Migrate:          !f.NoMigrate,
 		AttemptRetention: f.AttemptRetention,
 		AdminToken:       f.AdminToken,
+		Portal: portal.Config{BaseURL: f.PortalBaseURL, FrameAncestors: f.PortalFrameAncestors,
+			Topics: tc, AttemptRetention: f.AttemptRetention},
 	}, nil
 }
 
@@ -234,6 +244,8 @@ func (c *RunCmd) config() (daemon.Config, error) {
 	if cfg.API, err = c.EndpointLimitFlags.apiConfig(); err != nil {
 		return daemon.Config{}, err
 	}
+	// The portal's policy page shows what this process runs.
+	cfg.Portal.DisableAfter, cfg.Portal.MaxInFlight = c.DisableAfter, c.MaxInFlight
 	if len(cfg.Kafka.Brokers) == 0 {
 		e := c.embeddedConfig()
 		cfg.Embedded = &e
