@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 
 	"github.com/hookd/hookd/store"
 )
@@ -28,23 +27,28 @@ func dryRun(ctx context.Context, deps Deps, req Request) (Result, error) {
 	}
 	d := &dryRunner{deps: deps, req: req, eps: map[string]epState{},
 		res: Result{SkippedEndpoints: map[string]string{}, Skips: map[string]int64{}}}
-	err = scanBatches(ctx, deps, req.Filter, func(es []Entry) error { return d.batch(ctx, es) })
-	if err != nil && !errors.Is(err, errStop) {
+	ranges, err := dlqRanges(ctx, deps, req.Filter)
+	if err != nil {
+		return Result{}, err
+	}
+	err = readAhead(ctx, deps, &req, ranges, func(b *batch) error { return d.batch(ctx, b) })
+	if err != nil {
 		return d.res, err
 	}
 	return d.finish(ctx, filterJSON)
 }
 
-// batch decides the matching dead letters of one fetched batch, with one
-// look-up of which of them are resolved.
-func (d *dryRunner) batch(ctx context.Context, es []Entry) error {
-	resolved, err := resolvedOf(ctx, d.deps, &d.req, es)
-	if err != nil {
+// batch decides the matching dead letters of one fetched batch, decoded
+// and looked up (readAhead).
+func (d *dryRunner) batch(ctx context.Context, b *batch) error {
+	if err := b.wait(); err != nil {
 		return err
 	}
-	for i := range es {
-		if err := d.entry(ctx, &es[i], resolved); err != nil {
-			return err
+	for i := range b.entries {
+		if e := &b.entries[i]; d.req.Filter.Match(e) {
+			if err := d.entry(ctx, e, b.resolved); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -89,3 +89,47 @@ func TestDerivedIDKeepsOlderRequests(t *testing.T) {
 	r.IncludeResolved = true
 	require.NotEqual(t, "rpl_cb822d1875145bccd8fd", r.DerivedID())
 }
+
+// Over several fetched batches (a poll takes at most 2000 records), read
+// one batch ahead with the look-ups in the background: resolved dead
+// letters of every batch are skipped, and a run that crashes after an
+// acknowledged chunk and resumes replays every other dead letter once.
+func TestReplayResolvedOverBatchesAndResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.endpoint(t, "ep_a", "acct_a", endpoint.StatusActive)
+	const n = 5000
+	b.deadLetters(t, "ep_a", "acct_a", "invoice.paid", deadletter.ReasonRetriesExhausted, n)
+	resolved := map[string]bool{}
+	for _, i := range []int{10, 2500, 4999} {
+		evt := fmt.Sprintf("ep_a-evt-%d", i)
+		resolved[evt] = true
+		b.delivered(t, evt, "ep_a", "acct_a")
+	}
+
+	chunks := 0
+	req := Request{Actor: "a", Reason: "r", chunk: 700, afterProduce: func() error {
+		if chunks++; chunks == 4 {
+			return fmt.Errorf("simulated crash after the broker ack")
+		}
+		return nil
+	}}
+	res, err := Run(ctx, b.deps, req)
+	require.Error(t, err)
+	require.Equal(t, store.ReplayFailed, res.Status)
+
+	req.afterProduce = nil
+	res, err = Run(ctx, b.deps, req)
+	require.NoError(t, err)
+	require.Equal(t, store.ReplayDone, res.Status)
+	require.EqualValues(t, n-3, res.Replayed)
+	require.EqualValues(t, 3, res.Skipped)
+	require.Equal(t, map[string]int64{SkipAlreadyDelivered: 3}, res.Skips)
+	got := b.replayed(t)
+	require.Len(t, got, n-3)
+	for evt, recs := range got {
+		require.False(t, resolved[evt], "resolved, yet replayed: %s", evt)
+		require.Len(t, recs, 1, "replayed twice: %s", evt)
+	}
+}

@@ -123,9 +123,8 @@ type runner struct {
 	recovered        map[string]bool
 	pendingRecovered int
 	total            int64
-	// entries and resolved are the decoded dead letters of the batch being
-	// handled, and which of them are resolved.
-	entries  []Entry
+	// resolved says which dead letters of the batch being handled are
+	// resolved.
 	resolved map[store.DeliveryKey]bool
 }
 
@@ -208,15 +207,15 @@ func (r *runner) remaining() map[int32]Range {
 	return out
 }
 
-// replayRanges reads the remaining ranges and replays the matching dead
-// letters chunk by chunk; progress is saved after every acknowledged chunk
-// and after every fetch.
+// replayRanges reads the remaining ranges (one batch ahead, readAhead)
+// and replays the matching dead letters chunk by chunk; progress is saved
+// after every acknowledged chunk and after every batch.
 func (r *runner) replayRanges(ctx context.Context, cl *kgo.Client) error {
 	c := r.newChunk(cl)
 	if r.req.Limit == 0 || r.row.Replayed < r.req.Limit {
 		pace := pacer{rate: r.req.Rate, start: time.Now()}
-		err := readRanges(ctx, r.deps.KafkaOpts, r.deps.Names.DLQ, r.remaining(), func(recs []*kgo.Record) error {
-			return r.handleBatch(ctx, c, &pace, recs)
+		err := readAhead(ctx, r.deps, &r.req, r.remaining(), func(b *batch) error {
+			return r.handleBatch(ctx, c, &pace, b)
 		})
 		if err != nil {
 			return err
@@ -225,23 +224,18 @@ func (r *runner) replayRanges(ctx context.Context, cl *kgo.Client) error {
 	return c.flush(ctx)
 }
 
-// handleBatch handles one fetched batch of DLQ records: it decodes them,
-// looks up which are resolved (one query for the batch), handles each
-// until the request's limit, and flushes the chunk.
-func (r *runner) handleBatch(ctx context.Context, c *chunk, pace *pacer, recs []*kgo.Record) error {
-	r.entries = r.entries[:0]
-	for _, rec := range recs {
-		r.entries = append(r.entries, decode(rec))
-	}
-	var err error
-	if r.resolved, err = resolvedOf(ctx, r.deps, &r.req, r.entries); err != nil {
+// handleBatch handles one fetched batch of DLQ records, decoded and looked
+// up: each record until the request's limit, then it flushes the chunk.
+func (r *runner) handleBatch(ctx context.Context, c *chunk, pace *pacer, b *batch) error {
+	if err := b.wait(); err != nil {
 		return err
 	}
-	for i, rec := range recs {
+	r.resolved = b.resolved
+	for i, rec := range b.recs {
 		if c.limitReached() {
 			return errStop
 		}
-		if err := r.handle(ctx, c, pace, rec, &r.entries[i]); err != nil {
+		if err := r.handle(ctx, c, pace, rec, &b.entries[i]); err != nil {
 			return err
 		}
 	}

@@ -56,41 +56,28 @@ func scan(ctx context.Context, deps Deps, f Filter, read reader, fn func(Entry) 
 	return st, err
 }
 
-// scanBatches hands fn, batch by batch in fetch order, the dead letters
-// matching f of each fetched batch, for a caller that looks something up
-// once per batch rather than once per dead letter.
-func scanBatches(ctx context.Context, deps Deps, f Filter, fn func([]Entry) error) error {
-	var es []Entry
-	return scanRanges(ctx, deps, f, readRanges, func(recs []*kgo.Record) error {
-		es = es[:0]
-		for _, r := range recs {
-			if e := decode(r); f.Match(&e) {
-				es = append(es, e)
-			}
-		}
-		if len(es) == 0 {
-			return nil
-		}
-		return fn(es)
-	})
-}
-
-// scanRanges validates f, snapshots the DLQ ranges that can hold its dead
-// letters, and reads them with read.
+// scanRanges snapshots the DLQ ranges that can hold dead letters matching
+// f and reads them with read.
 func scanRanges(ctx context.Context, deps Deps, f Filter, read reader, fn func([]*kgo.Record) error) error {
-	if err := f.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	adm, err := kgo.NewClient(deps.KafkaOpts...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer adm.Close()
-	ranges, err := bounds(ctx, kadm.NewClient(adm), deps.Names.DLQ, f)
+	ranges, err := dlqRanges(ctx, deps, f)
 	if err != nil {
 		return err
 	}
 	return read(ctx, deps.KafkaOpts, deps.Names.DLQ, ranges, fn)
+}
+
+// dlqRanges validates f and snapshots the DLQ offset ranges that can hold
+// its dead letters (bounds).
+func dlqRanges(ctx context.Context, deps Deps, f Filter) (map[int32]Range, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	adm, err := kgo.NewClient(deps.KafkaOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer adm.Close()
+	return bounds(ctx, kadm.NewClient(adm), deps.Names.DLQ, f)
 }
 
 // Range is the offsets [From, To) of one partition.
