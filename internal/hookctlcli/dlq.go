@@ -211,7 +211,7 @@ type ReplayFlags struct {
 	Force  bool    `name:"force" help:"Replay to disabled endpoints too."`
 	// IncludeResolved is part of the request (and of its derived id).
 	IncludeResolved bool   `name:"include-resolved" help:"Replay resolved dead letters too: those whose delivery was delivered since (by an earlier replay or resend). By default they are skipped as already delivered."`
-	ReplayID        string `name:"replay-id" help:"Name the request (to resume it by id); by default the id is derived from actor, reason, filters and limit, so re-running the same command resumes it."`
+	ReplayID        string `name:"replay-id" help:"Name the request (to resume it by id); by default the id is derived from actor, reason, filters, limit and --include-resolved, so re-running the same command resumes it."`
 }
 
 func (f ReplayFlags) actor() string {
