@@ -57,10 +57,10 @@ lint: check ## go mod tidy, cross-builds, go vet, gofmt and staticcheck.
 PG_VIRTUALENV := pg_virtualenv -t -o wal_level=logical -o max_replication_slots=64 -o max_wal_senders=64 -o max_connections=400 -o fsync=off --
 
 .PHONY: bench
-bench: ## End-to-end benchmark (go run ./cmd/hookbench, BENCH_ARGS=...): real binaries and Postgres, baselines B0/B1/B2; results in bench-results/.
+bench: ## End-to-end benchmark (go run ./bench/hookbench, BENCH_ARGS=...): real binaries and Postgres, baselines B0/B1/B2; results in bench-results/.
 	@scripts/ensure-deps.sh
-	@if [ -n "$${DATABASE_URL:-}" ]; then $(GO) run ./cmd/hookbench $(BENCH_ARGS); \
-	else $(PG_VIRTUALENV) $(GO) run ./cmd/hookbench $(BENCH_ARGS); fi
+	@if [ -n "$${DATABASE_URL:-}" ]; then $(GO) run ./bench/hookbench $(BENCH_ARGS); \
+	else $(PG_VIRTUALENV) $(GO) run ./bench/hookbench $(BENCH_ARGS); fi
 
 .PHONY: bench-micro
 bench-micro: ## Run the Go (testing.B) benchmarks (needs Postgres like make test).
@@ -70,7 +70,7 @@ bench-micro: ## Run the Go (testing.B) benchmarks (needs Postgres like make test
 .PHONY: chaos
 chaos: ## Long fault-injection scenarios (kill -9 loops, broker/Postgres restarts, bad receivers, rebalance storm); see docs/reliability.md.
 	@scripts/ensure-deps.sh
-	@HOOKD_CHAOS=long CGO_ENABLED=1 scripts/test.sh -run 'TestChaos' -timeout 60m -v ./chaos/
+	@HOOKD_CHAOS=long CGO_ENABLED=1 scripts/test.sh -run 'TestChaos' -timeout 60m -v ./bench/chaos/
 
 .PHONY: clean
 clean: ## Remove build output (keeps ./data and the local Postgres).

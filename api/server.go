@@ -1,12 +1,7 @@
-// Package api owns hookd's HTTP surface on --listen: liveness (/healthz),
-// readiness (/readyz: Kafka and Postgres answer), Prometheus metrics
-// (/metrics, hookd's own registry) and, as it grows, the JSON API. Handlers
-// never block on Kafka or Postgres for longer than a short timeout.
 package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,12 +118,6 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		out[name] = "ok"
 	}
 	writeJSON(w, status, out)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // listenCause drops net's "listen tcp <addr>:" prefix, which repeats the

@@ -5,6 +5,8 @@
 // keep is dead-lettered as a Summary instead: a small JSON value and
 // summary headers, never the original value. It builds and reads those
 // records; it never produces, consumes or decides that something is dead.
+//
+// Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package deadletter
 
 import (

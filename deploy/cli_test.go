@@ -10,7 +10,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/internal/hookdcli"
+	hookdcli "github.com/hookd/hookd/cmd/hookd/cli"
 	"github.com/hookd/hookd/retrytiers"
 )
 

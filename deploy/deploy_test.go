@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/hookd/hookd/internal/hookdcli"
+	hookdcli "github.com/hookd/hookd/cmd/hookd/cli"
 )
 
 type compose struct {

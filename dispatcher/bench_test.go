@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
-	"github.com/hookd/hookd/signature"
+	"github.com/hookd/hookd/dispatcher/signature"
+	"github.com/hookd/hookd/internal/delivery"
 )
 
 // BenchmarkDispatchVsPlain delivers b.N webhooks through the dispatcher

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/hookd/hookd/retrytiers"
+	"github.com/hookd/hookd/internal/clock"
 )
 
 // breakers holds one gobreaker (v2, two-step) per endpoint seen recently.
@@ -27,7 +27,7 @@ import (
 type breakers struct {
 	cfg    BreakerConfig
 	window time.Duration
-	clock  retrytiers.Clock
+	clock  clock.Clock
 	m      *metrics
 
 	mu sync.Mutex
@@ -65,7 +65,7 @@ var (
 
 // newBreakers builds the breakers; longest is the longest a request may
 // take (the dispatcher's timeout ceiling).
-func newBreakers(cfg BreakerConfig, longest time.Duration, clock retrytiers.Clock, m *metrics) *breakers {
+func newBreakers(cfg BreakerConfig, longest time.Duration, clock clock.Clock, m *metrics) *breakers {
 	return &breakers{cfg: cfg, window: max(cfg.Window, 2*longest), clock: clock, m: m, by: map[string]*breaker{}}
 }
 

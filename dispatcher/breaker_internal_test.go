@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/internal/fakeclock"
-	"github.com/hookd/hookd/retrytiers"
+	"github.com/hookd/hookd/internal/clock"
+	"github.com/hookd/hookd/internal/clock/fakeclock"
 )
 
 // TestBreakerEvictionBoundsMemory: 100k endpoints get a breaker each; once
@@ -106,7 +106,7 @@ func newTestBreakersFor(t *testing.T, longest time.Duration, mut func(*BreakerCo
 	if mut != nil {
 		mut(&cfg.Breaker)
 	}
-	return newBreakers(cfg.Breaker, longest, retrytiers.SystemClock{}, m)
+	return newBreakers(cfg.Breaker, longest, clock.System{}, m)
 }
 
 // TestBreakerOpensOnTimeoutsLongerThanTheWindow is issue 11's repro: an

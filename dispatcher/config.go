@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/internal/clock"
+	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/internal/version"
-	"github.com/hookd/hookd/retrytiers"
-	"github.com/hookd/hookd/topics"
 )
 
 // Config configures a Dispatcher. Zero fields take the documented defaults.
@@ -257,7 +257,7 @@ type Deps struct {
 	// Clock is the time source of due times and tier gates. Defaults to the
 	// wall clock. HTTP timeouts, breakers and webhook timestamps always use
 	// the wall clock.
-	Clock retrytiers.Clock
+	Clock clock.Clock
 	// KafkaOpts are passed to the Kafka client before the dispatcher's own
 	// options (seed brokers, TLS, SASL, logging, client metrics, tuning).
 	// The dispatcher sets the consumer group, topics, balancer, commit mode,

@@ -10,10 +10,10 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/deadletter"
-	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/delivery"
 )
 
 // TestDeliversSignedRequests: exact body, Standard Webhooks headers that

@@ -14,9 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/hookd/hookd/delivery"
+	"github.com/hookd/hookd/internal/clock"
+	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/kafkaconn"
+	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/retrytiers"
-	"github.com/hookd/hookd/topics"
 )
 
 // Dispatcher consumes deliveries and retry tiers and makes the HTTP
@@ -27,7 +29,7 @@ type Dispatcher struct {
 	tierOf    map[string]int // retry topic -> tier index
 	endpoints Endpoints
 	log       *slog.Logger
-	clock     retrytiers.Clock
+	clock     clock.Clock
 	policy    retrytiers.Policy
 	m         *metrics
 	sender    *sender
@@ -47,7 +49,7 @@ type Dispatcher struct {
 	commitMu sync.Mutex // one commit at a time, so a stale one never lands last
 
 	mu       sync.Mutex
-	parts    map[retrytiers.TopicPartition]*partState
+	parts    map[kafkaconn.TopicPartition]*partState
 	eps      map[string]*endpointState
 	ready    []*endpointState // endpoints with queued work and a free slot, round-robin
 	slots    int              // free global request slots
@@ -75,7 +77,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		deps.Logger = slog.Default()
 	}
 	if deps.Clock == nil {
-		deps.Clock = retrytiers.SystemClock{}
+		deps.Clock = clock.System{}
 	}
 	m, err := newMetrics(deps.Registerer)
 	if err != nil {
@@ -96,7 +98,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		m:         m,
 		sender:    newSender(cfg),
 		kopts:     deps.KafkaOpts,
-		parts:     map[retrytiers.TopicPartition]*partState{},
+		parts:     map[kafkaconn.TopicPartition]*partState{},
 		eps:       map[string]*endpointState{},
 		accts:     map[string]*accountState{},
 		slots:     cfg.Concurrency,
@@ -106,7 +108,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		d.tierOf[t] = i
 	}
 	// Breakers run on the wall clock, as request timeouts do.
-	d.breakers = newBreakers(cfg.Breaker, cfg.Timeout, retrytiers.SystemClock{}, m)
+	d.breakers = newBreakers(cfg.Breaker, cfg.Timeout, clock.System{}, m)
 	return d, nil
 }
 
@@ -168,7 +170,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return fmt.Errorf("dispatcher kafka client: %w", err)
 	}
 	d.cl = cl
-	d.pauses = &pauses{cl: cl, by: map[retrytiers.TopicPartition]uint8{}}
+	d.pauses = &pauses{cl: cl, by: map[kafkaconn.TopicPartition]uint8{}}
 	d.gate = retrytiers.NewGate(d.clock, duePauser{d.pauses}, d.onDue)
 	d.workCtx, d.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	defer d.cancelWork()
@@ -250,7 +252,7 @@ func (d *Dispatcher) background(stop <-chan struct{}) {
 func (d *Dispatcher) shutdown(ctx context.Context) {
 	d.mu.Lock()
 	d.stopping = true
-	var tps []retrytiers.TopicPartition
+	var tps []kafkaconn.TopicPartition
 	for tp, ps := range d.parts {
 		tps = append(tps, tp)
 		ps.waiting = nil
@@ -275,7 +277,7 @@ func (d *Dispatcher) shutdown(ctx context.Context) {
 }
 
 // commit commits the watermark of every partition (or of only) that moved.
-func (d *Dispatcher) commit(ctx context.Context, only map[retrytiers.TopicPartition]bool) {
+func (d *Dispatcher) commit(ctx context.Context, only map[kafkaconn.TopicPartition]bool) {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
 	offsets := map[string]map[int32]kgo.EpochOffset{}
@@ -311,7 +313,7 @@ func (d *Dispatcher) commit(ctx context.Context, only map[retrytiers.TopicPartit
 					failed = err
 					continue
 				}
-				tp := retrytiers.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+				tp := kafkaconn.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 				if ps := d.parts[tp]; ps != nil {
 					ps.committed = max(ps.committed, offsets[t.Topic][p.Partition].Offset)
 				}
@@ -394,7 +396,7 @@ func (d *Dispatcher) onAssigned(_ context.Context, _ *kgo.Client, assigned map[s
 	defer d.mu.Unlock()
 	for t, ps := range assigned {
 		for _, p := range ps {
-			tp := retrytiers.TopicPartition{Topic: t, Partition: p}
+			tp := kafkaconn.TopicPartition{Topic: t, Partition: p}
 			d.parts[tp] = &partState{tp: tp, lastSeen: -1, committed: -1}
 		}
 	}
@@ -417,13 +419,13 @@ func (d *Dispatcher) release(ctx context.Context, m map[string][]int32, commit b
 	if len(m) == 0 {
 		return
 	}
-	only := map[retrytiers.TopicPartition]bool{}
-	var tps []retrytiers.TopicPartition
+	only := map[kafkaconn.TopicPartition]bool{}
+	var tps []kafkaconn.TopicPartition
 	var idle []chan struct{}
 	d.mu.Lock()
 	for t, ps := range m {
 		for _, p := range ps {
-			tp := retrytiers.TopicPartition{Topic: t, Partition: p}
+			tp := kafkaconn.TopicPartition{Topic: t, Partition: p}
 			tps = append(tps, tp)
 			only[tp] = true
 			st := d.parts[tp]
@@ -495,10 +497,10 @@ const (
 type pauses struct {
 	cl *kgo.Client
 	mu sync.Mutex
-	by map[retrytiers.TopicPartition]uint8
+	by map[kafkaconn.TopicPartition]uint8
 }
 
-func (p *pauses) set(tp retrytiers.TopicPartition, reason uint8, on bool) {
+func (p *pauses) set(tp kafkaconn.TopicPartition, reason uint8, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	before := p.by[tp]
@@ -520,7 +522,7 @@ func (p *pauses) set(tp retrytiers.TopicPartition, reason uint8, on bool) {
 	}
 }
 
-func (p *pauses) forget(tps ...retrytiers.TopicPartition) {
+func (p *pauses) forget(tps ...kafkaconn.TopicPartition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	resume := map[string][]int32{}
@@ -541,7 +543,7 @@ type duePauser struct{ p *pauses }
 func (d duePauser) PauseFetchPartitions(m map[string][]int32) map[string][]int32 {
 	for t, ps := range m {
 		for _, x := range ps {
-			d.p.set(retrytiers.TopicPartition{Topic: t, Partition: x}, pauseDue, true)
+			d.p.set(kafkaconn.TopicPartition{Topic: t, Partition: x}, pauseDue, true)
 		}
 	}
 	return nil
@@ -550,7 +552,7 @@ func (d duePauser) PauseFetchPartitions(m map[string][]int32) map[string][]int32
 func (d duePauser) ResumeFetchPartitions(m map[string][]int32) {
 	for t, ps := range m {
 		for _, x := range ps {
-			d.p.set(retrytiers.TopicPartition{Topic: t, Partition: x}, pauseDue, false)
+			d.p.set(kafkaconn.TopicPartition{Topic: t, Partition: x}, pauseDue, false)
 		}
 	}
 }

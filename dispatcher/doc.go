@@ -110,4 +110,6 @@
 // due record (hookd_dispatcher_tier_oldest_due_age_seconds) counts those
 // waiting in an endpoint queue or behind the held head, not those the
 // paused partition has not fetched yet.
+//
+// Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package dispatcher

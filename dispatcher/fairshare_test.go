@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/internal/delivery"
 )
 
 // TestFairShareAcrossAccounts is issue 11 item 3: an account whose

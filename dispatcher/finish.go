@@ -8,9 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/deadletter"
-	"github.com/hookd/hookd/delivery"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/retrytiers"
 )
 

@@ -20,13 +20,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/hookd/hookd/attempt"
-	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/clock"
+	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/kafkatest"
+	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/retrytiers"
-	"github.com/hookd/hookd/topics"
 )
 
 func TestMain(m *testing.M) {
@@ -106,7 +107,7 @@ func setup(t testing.TB, o setupOpts) *bundle {
 }
 
 type runOpts struct {
-	clock retrytiers.Clock
+	clock clock.Clock
 	reg   prometheus.Registerer
 	// log receives the dispatcher's log at debug level when set.
 	log io.Writer

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/internal/delivery"
 )
 
 // TestIsolation is the acceptance test of issue 4: one endpoint answers

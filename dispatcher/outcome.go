@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/deadletter"
-	"github.com/hookd/hookd/ssrf"
+	"github.com/hookd/hookd/dispatcher/ssrf"
+	"github.com/hookd/hookd/internal/attempt"
 )
 
 // Error classes recorded with attempts and dead letters.

@@ -12,10 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/dispatcher"
-	"github.com/hookd/hookd/ssrf"
+	"github.com/hookd/hookd/dispatcher/ssrf"
+	"github.com/hookd/hookd/internal/attempt"
 )
 
 func TestClassify(t *testing.T) {

@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/deadletter"
-	"github.com/hookd/hookd/delivery"
-	"github.com/hookd/hookd/endpoint"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/proctest"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/deadletter"
-	"github.com/hookd/hookd/ssrf"
+	"github.com/hookd/hookd/dispatcher/ssrf"
 )
 
 // refusalWarnEvery is how often, at most, one endpoint's SSRF refusals are

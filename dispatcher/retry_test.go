@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/deadletter"
-	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
-	"github.com/hookd/hookd/internal/fakeclock"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/clock/fakeclock"
+	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/retrytiers"
 )
 

@@ -6,14 +6,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookd/hookd/delivery"
-	"github.com/hookd/hookd/retrytiers"
+	"github.com/hookd/hookd/internal/clock"
+	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/kafkaconn"
 )
 
 // partState is what the dispatcher holds of one assigned partition. Every
 // field is guarded by Dispatcher.mu.
 type partState struct {
-	tp retrytiers.TopicPartition
+	tp kafkaconn.TopicPartition
 	// pending are the records read and not finished, in offset order. The
 	// commit watermark is the first of them: a crash re-delivers from
 	// there, never skipping an unfinished record.
@@ -90,7 +91,7 @@ type endpointState struct {
 }
 
 // rateWake is the timer of an endpoint waiting for its next start time.
-type rateWake struct{ timer retrytiers.Timer }
+type rateWake struct{ timer clock.Timer }
 
 // idleLocked reports whether ep holds nothing worth keeping: no work, no
 // timer, and its rate allows a start now (a state created afresh would
@@ -102,7 +103,7 @@ func (ep *endpointState) idleLocked(now time.Time) bool {
 
 // admitLocked takes one polled record.
 func (d *Dispatcher) admitLocked(r *kgo.Record, now time.Time) {
-	tp := retrytiers.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+	tp := kafkaconn.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	ps := d.parts[tp]
 	if ps == nil || ps.revoked || d.stopping || r.Offset <= ps.lastSeen {
 		return // not ours any more, or already read
@@ -203,7 +204,7 @@ func (d *Dispatcher) maxInFlight(t Target) int {
 
 // onDue is the gate's timer: release what is due, hold again on the next
 // head that is not.
-func (d *Dispatcher) onDue(tp retrytiers.TopicPartition) {
+func (d *Dispatcher) onDue(tp kafkaconn.TopicPartition) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ps := d.parts[tp]

@@ -12,9 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hookd/hookd/delivery"
-	"github.com/hookd/hookd/signature"
-	"github.com/hookd/hookd/ssrf"
+	"github.com/hookd/hookd/dispatcher/signature"
+	"github.com/hookd/hookd/dispatcher/ssrf"
+	"github.com/hookd/hookd/internal/delivery"
 )
 
 // sender makes the HTTP request of one attempt.

@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/attempt"
 	"github.com/hookd/hookd/deadletter"
-	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/delivery"
 )
 
 // hangingReceiver answers only once release is called (or the request is

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookd/hookd/delivery"
 	"github.com/hookd/hookd/dispatcher"
-	"github.com/hookd/hookd/internal/fakeclock"
+	"github.com/hookd/hookd/internal/clock/fakeclock"
+	"github.com/hookd/hookd/internal/delivery"
 )
 
 // produceTo writes deliveries to partition 0 of topic.

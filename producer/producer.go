@@ -6,6 +6,8 @@
 // included (ErrTooLarge), so an event hookd could never publish fails in the
 // application, before it reaches the database or the broker. It never
 // commits or rolls back the caller's transaction and never retries.
+//
+// Applications may import this package: it is part of hookd's supported Go API.
 package producer
 
 import (
@@ -18,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookd/hookd/event"
+	"github.com/hookd/hookd/producer/event"
 )
 
 // ErrTooLarge is matched (errors.Is) by the error for an event larger than

@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookd/hookd/event"
 	"github.com/hookd/hookd/internal/kafkatest"
 	"github.com/hookd/hookd/internal/pgtest"
+	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/producer"
-	"github.com/hookd/hookd/topics"
+	"github.com/hookd/hookd/producer/event"
 )
 
 func TestOutbox(t *testing.T) {

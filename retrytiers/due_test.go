@@ -8,7 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/internal/fakeclock"
+	"github.com/hookd/hookd/internal/clock/fakeclock"
+	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/retrytiers"
 )
 
@@ -155,10 +156,10 @@ func TestGateHoldsUntilDueAndForgets(t *testing.T) {
 	t.Parallel()
 	clk := fakeclock.New(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 	pz := &pauser{paused: map[string]map[int32]bool{}}
-	fired := make(chan retrytiers.TopicPartition, 4)
-	g := retrytiers.NewGate(clk, pz, func(tp retrytiers.TopicPartition) { fired <- tp })
+	fired := make(chan kafkaconn.TopicPartition, 4)
+	g := retrytiers.NewGate(clk, pz, func(tp kafkaconn.TopicPartition) { fired <- tp })
 
-	tp := retrytiers.TopicPartition{Topic: "webhooks.retry.30s", Partition: 3}
+	tp := kafkaconn.TopicPartition{Topic: "webhooks.retry.30s", Partition: 3}
 	g.Hold(tp, clk.Now().Add(30*time.Second))
 	require.True(t, pz.isPaused(tp.Topic, 3))
 	require.True(t, g.IsHeld(tp))

@@ -3,13 +3,10 @@ package retrytiers
 import (
 	"sync"
 	"time"
-)
 
-// TopicPartition names one partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+	"github.com/hookd/hookd/internal/clock"
+	"github.com/hookd/hookd/internal/kafkaconn"
+)
 
 // Pauser stops and restarts fetching partitions; *kgo.Client is one.
 type Pauser interface {
@@ -24,27 +21,27 @@ type Pauser interface {
 // polls: a held partition costs one timer. Forget cleans up on revoke,
 // because a paused partition stays paused in the client across rebalances.
 type Gate struct {
-	clock  Clock
+	clock  clock.Clock
 	pauser Pauser
-	onDue  func(TopicPartition)
+	onDue  func(kafkaconn.TopicPartition)
 
 	mu   sync.Mutex
-	held map[TopicPartition]*hold
+	held map[kafkaconn.TopicPartition]*hold
 }
 
 type hold struct {
 	due   time.Time
-	timer Timer
+	timer clock.Timer
 }
 
 // NewGate returns a gate pausing with pauser and calling onDue (from a
 // timer goroutine, without any gate lock held) when a hold expires.
-func NewGate(clock Clock, pauser Pauser, onDue func(TopicPartition)) *Gate {
-	return &Gate{clock: clock, pauser: pauser, onDue: onDue, held: map[TopicPartition]*hold{}}
+func NewGate(clock clock.Clock, pauser Pauser, onDue func(kafkaconn.TopicPartition)) *Gate {
+	return &Gate{clock: clock, pauser: pauser, onDue: onDue, held: map[kafkaconn.TopicPartition]*hold{}}
 }
 
 // Hold pauses tp until due. Holding a held partition re-arms its timer.
-func (g *Gate) Hold(tp TopicPartition, due time.Time) {
+func (g *Gate) Hold(tp kafkaconn.TopicPartition, due time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old, was := g.held[tp]
@@ -70,12 +67,12 @@ func (g *Gate) Hold(tp TopicPartition, due time.Time) {
 }
 
 // Release stops holding tp and resumes it.
-func (g *Gate) Release(tp TopicPartition) {
+func (g *Gate) Release(tp kafkaconn.TopicPartition) {
 	g.Forget(tp)
 }
 
 // Forget stops holding every tp given and resumes them (revoke clean-up).
-func (g *Gate) Forget(tps ...TopicPartition) {
+func (g *Gate) Forget(tps ...kafkaconn.TopicPartition) {
 	g.mu.Lock()
 	resume := map[string][]int32{}
 	for _, tp := range tps {
@@ -104,7 +101,7 @@ func (g *Gate) Held() (n int, earliest time.Time) {
 }
 
 // IsHeld reports whether tp is currently held.
-func (g *Gate) IsHeld(tp TopicPartition) bool {
+func (g *Gate) IsHeld(tp kafkaconn.TopicPartition) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	_, ok := g.held[tp]

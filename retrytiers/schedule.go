@@ -2,6 +2,8 @@
 // the due-time arithmetic (jitter, Retry-After) and the tier consumers that
 // hold a delivery back until it is due and then hand it to the dispatcher.
 // It never sends HTTP itself and never sleeps while holding records.
+//
+// Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package retrytiers
 
 import (

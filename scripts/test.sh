@@ -2,7 +2,7 @@
 # Runs the whole test suite with the race detector against a real Postgres:
 # TEST_DATABASE_URL or DATABASE_URL when set (it needs wal_level=logical),
 # otherwise a throwaway cluster from pg_virtualenv that is dropped afterwards.
-# Extra arguments go to `go test` (e.g. scripts/test.sh -run TestRelay ./relay/).
+# Extra arguments go to `go test` (e.g. scripts/test.sh -run TestRelay ./producer/relay/).
 set -eu
 
 [ $# -gt 0 ] || set -- ./...

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/hookd/hookd/attempt"
+	"github.com/hookd/hookd/internal/attempt"
 )
 
 // ErrInvalidData wraps a write Postgres refused because of the data itself

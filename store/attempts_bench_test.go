@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/attempt"
+	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/store"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/attempt"
+	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/store"
 )

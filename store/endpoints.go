@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/hookd/hookd/endpoint"
+	"github.com/hookd/hookd/internal/endpoint"
 )
 
 // ErrAlreadyExists is returned when creating a row whose id is taken.

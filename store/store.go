@@ -2,6 +2,8 @@
 // connection pool and every query hookd runs. It is the only package that
 // imports pgx error types; callers branch on the sentinel errors defined here
 // (ErrNotFound, ...). It never talks to Kafka or to endpoints.
+//
+// Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package store
 
 import (

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookd/hookd/attempt"
-	"github.com/hookd/hookd/endpoint"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/store"
 )

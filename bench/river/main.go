@@ -1,4 +1,4 @@
-// Command river-sender is benchmark baseline B2 of cmd/hookbench: a webhook
+// Command river-sender is benchmark baseline B2 of bench/hookbench: a webhook
 // sender built the way many teams would build one, on a Postgres job queue
 // (River: one job per delivery, workers take jobs with FOR UPDATE SKIP
 // LOCKED). It lives in its own module so that River never enters hookd's

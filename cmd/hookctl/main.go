@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hookd/hookd/internal/hookctlcli"
+	hookctlcli "github.com/hookd/hookd/cmd/hookctl/cli"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hookd/hookd/internal/hookdcli"
+	hookdcli "github.com/hookd/hookd/cmd/hookd/cli"
 )
 
 func main() {

@@ -4,6 +4,8 @@
 // ignores the parent's cancellation, and ends after a bound. It is the one
 // way hookd writes "finish this after ctx ends"; internal, not for
 // applications.
+//
+// Internal: only hookd's own packages can import it.
 package drain
 
 import (

@@ -1,5 +1,7 @@
 // Package kafkatest starts an in-process Kafka-protocol broker (franz-go's
 // kfake) for tests and provisions hookd's topics on it. It is for tests only.
+//
+// Internal: only hookd's own packages can import it.
 package kafkatest
 
 import (
@@ -11,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookd/hookd/topics"
+	"github.com/hookd/hookd/internal/topics"
 )
 
 // Cluster is a running kfake broker.

@@ -3,6 +3,8 @@
 // cannot do: stop and crash it (the chaos scenarios), or run it with other
 // settings (wal_level=replica, to see the relay's error). As root the server
 // runs as the postgres user, like scripts/devdb.sh. It is for tests only.
+//
+// Internal: only hookd's own packages can import it.
 package pgcluster
 
 import (

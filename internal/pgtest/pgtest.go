@@ -2,6 +2,8 @@
 // on the server named by TEST_DATABASE_URL, DATABASE_URL or the PG*
 // variables (what `make test` sets up with pg_virtualenv). It is for tests
 // only and never creates anything outside the databases it names.
+//
+// Internal: only hookd's own packages can import it.
 package pgtest
 
 import (

@@ -1,6 +1,8 @@
 // Package proctest builds hookd's binaries once per test process and runs
 // them as a user would: real processes, real signals, kill -9. It is for
 // tests only.
+//
+// Internal: only hookd's own packages can import it.
 package proctest
 
 import (

@@ -2,6 +2,8 @@
 // for tests of TLS connections (a TLS kfake broker, mutual TLS). It is for
 // tests only: keys are small-curve ECDSA, validity is one day, and nothing
 // leaves the test's temporary directory.
+//
+// Internal: only hookd's own packages can import it.
 package tlstest
 
 import (

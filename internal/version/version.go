@@ -1,5 +1,7 @@
 // Package version holds the hookd version, set at build time with
 // -ldflags "-X github.com/hookd/hookd/internal/version.Version=...".
+//
+// Internal: only hookd's own packages can import it.
 package version
 
 // Version is hookd's version; "dev" in a plain `go build`.

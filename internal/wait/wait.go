@@ -2,6 +2,8 @@
 // polling loop hookd's tests share instead of sleeping as synchronisation.
 // Unlike testify's Eventually it calls cond on the test's own goroutine, so
 // cond may use require and t.Fatal.
+//
+// Internal: only hookd's own packages can import it.
 package wait
 
 import (

@@ -1,0 +1,185 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/hookd/hookd/deadletter/replay"
+	"github.com/hookd/hookd/store"
+)
+
+type replayIn struct {
+	ID     string   `json:"id"`
+	Reason string   `json:"reason"`
+	Actor  string   `json:"actor"`
+	Filter filterIn `json:"filter"`
+	Limit  int64    `json:"limit"`
+	Rate   float64  `json:"rate"`
+	Force  bool     `json:"force"`
+	DryRun bool     `json:"dry_run"`
+	// IncludeResolved replays dead letters delivered since too.
+	IncludeResolved bool `json:"include_resolved"`
+}
+
+type resendIn struct {
+	ID     string  `json:"id"`
+	Since  string  `json:"since"`
+	Until  string  `json:"until"`
+	Reason string  `json:"reason"`
+	Actor  string  `json:"actor"`
+	Limit  int64   `json:"limit"`
+	Rate   float64 `json:"rate"`
+	Force  bool    `json:"force"`
+	DryRun bool    `json:"dry_run"`
+	// IncludeResolved resends dead letters delivered since too.
+	IncludeResolved bool `json:"include_resolved"`
+}
+
+func (s *V1) createReplay(w http.ResponseWriter, r *http.Request, c caller) {
+	var in replayIn
+	if !decode(w, r, &in) {
+		return
+	}
+	f, err := in.Filter.resolve(c)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	if f.EndpointID != "" {
+		if _, ok := s.ownEndpoint(w, withID(r, f.EndpointID), c); !ok {
+			return
+		}
+	}
+	req := replay.Request{Kind: replay.KindDLQ, ID: in.ID, Actor: c.actor(in.Actor), Reason: in.Reason, Filter: f,
+		SinceSpec: in.Filter.Since, UntilSpec: in.Filter.Until, Limit: in.Limit, Rate: in.Rate, Force: in.Force, DryRun: in.DryRun,
+		IncludeResolved: in.IncludeResolved}
+	s.startReplay(w, r, c, req)
+}
+
+func (s *V1) resend(w http.ResponseWriter, r *http.Request, c caller) {
+	e, ok := s.ownEndpoint(w, r, c)
+	if !ok {
+		return
+	}
+	var in resendIn
+	if !decode(w, r, &in) {
+		return
+	}
+	if in.Since == "" {
+		writeError(w, http.StatusBadRequest, "invalid", "since: required (RFC 3339 or a duration ago such as 24h)")
+		return
+	}
+	f, err := filterIn{Endpoint: e.ID, Since: in.Since, Until: in.Until}.resolve(c)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	reason := in.Reason
+	if reason == "" {
+		reason = "resend to " + e.ID + " since " + in.Since
+	}
+	req := replay.Request{Kind: replay.KindResend, ID: in.ID, Actor: c.actor(in.Actor), Reason: reason, Filter: f,
+		SinceSpec: in.Since, UntilSpec: in.Until, Limit: in.Limit, Rate: in.Rate, Force: in.Force, DryRun: in.DryRun,
+		IncludeResolved: in.IncludeResolved}
+	s.startReplay(w, r, c, req)
+}
+
+// startReplay answers a dry run at once (200 with the counts), and for a
+// real replay writes its audit row first, then starts it in the
+// background (202 with the row's location, to poll at /v1/replays/{id}):
+// a 202 always points to a row. A request already done answers 200 with
+// its row.
+func (s *V1) startReplay(w http.ResponseWriter, r *http.Request, c caller, req replay.Request) {
+	be, baseCtx := s.backend()
+	if !c.admin {
+		req.Account = c.account
+	}
+	if req.DryRun {
+		res, err := replay.Run(r.Context(), be.Replay, req)
+		if err != nil {
+			s.replayError(w, r, c, req, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	p, err := replay.Prepare(r.Context(), be.Replay, req)
+	if err != nil {
+		s.replayError(w, r, c, req, err)
+		return
+	}
+	row := p.Row()
+	if row.Status == store.ReplayDone {
+		writeJSON(w, http.StatusOK, replay.Result{Replay: row, AlreadyDone: true})
+		return
+	}
+	s.runs.Go(func() {
+		res, err := p.Run(baseCtx)
+		if err != nil {
+			s.logger.WarnContext(baseCtx, "api replay stopped", "replay_id", row.ID, "status", res.Status, "error", err)
+			return
+		}
+		s.logger.InfoContext(baseCtx, "api replay finished", "replay_id", row.ID, "replayed", res.Replayed, "skipped", res.Skipped)
+	})
+	w.Header().Set("Location", "/v1/replays/"+row.ID)
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": row.ID, "status": store.ReplayRunning, "location": "/v1/replays/" + row.ID})
+}
+
+// replayError answers a replay request the replay package refused.
+func (s *V1) replayError(w http.ResponseWriter, r *http.Request, c caller, req replay.Request, err error) {
+	switch {
+	case errors.Is(err, replay.ErrEndpointNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, replay.ErrEndpointDisabled):
+		writeError(w, http.StatusConflict, "endpoint_disabled", err.Error())
+	case errors.Is(err, replay.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, replay.ErrRequestMismatch):
+		// The message names the other request's actor and reason: only
+		// the admin token sees it.
+		id := req.ID
+		if id == "" {
+			id = req.DerivedID()
+		}
+		msg := "replay id " + id + " is taken by a different request"
+		if c.admin {
+			msg = err.Error()
+		}
+		writeError(w, http.StatusConflict, "conflict", msg)
+	default:
+		s.internal(w, r, err)
+	}
+}
+
+func (s *V1) listReplays(w http.ResponseWriter, r *http.Request, c caller) {
+	be, _ := s.backend()
+	limit, ok := s.limit(w, r, 50)
+	if !ok {
+		return
+	}
+	p := store.ListReplaysParams{Limit: limit}
+	if !c.admin {
+		p.Account = c.account
+	}
+	rs, err := be.Store.ListReplays(r.Context(), p)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": rs})
+}
+
+func (s *V1) getReplay(w http.ResponseWriter, r *http.Request, c caller) {
+	be, _ := s.backend()
+	id := r.PathValue("id")
+	row, err := be.Store.GetReplay(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !c.admin && row.Account != c.account) {
+		writeError(w, http.StatusNotFound, "not_found", "replay "+id+" not found")
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, row)
+}

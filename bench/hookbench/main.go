@@ -1,0 +1,65 @@
+// Command hookbench is hookd's end-to-end benchmark: the real binaries, real
+// Postgres, an open-loop load generator, receivers on 127.0.0.1 and three
+// baselines measured in the same run (see docs/benchmarks.md). `make bench`
+// runs it against a throwaway Postgres.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hookd/hookd/bench/internal/hookbench"
+)
+
+func main() {
+	var cfg hookbench.Config
+	var skip, mem string
+	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres server (wal_level=logical) to create benchmark databases on (DATABASE_URL)")
+	flag.StringVar(&cfg.Out, "out", "bench-results", "directory for results.md, results.json, throughput.png and latency_cdf.png")
+	flag.IntVar(&cfg.Endpoints, "endpoints", 1000, "receiver endpoints, one account each")
+	flag.IntVar(&cfg.Receivers, "receivers", 4, "receiver servers on 127.0.0.1")
+	flag.DurationVar(&cfg.Latency, "latency", 5*time.Millisecond, "receivers' answer time")
+	flag.Float64Var(&cfg.FailRate, "fail-rate", 0, "share of webhook-ids answered 503 on their first attempt")
+	flag.Float64Var(&cfg.OfferedRate, "offered-rate", 8000, "events/s offered in the saturation phase (must exceed capacity)")
+	flag.DurationVar(&cfg.Saturation, "saturation", 30*time.Second, "length of the saturation load")
+	flag.DurationVar(&cfg.Phase, "phase", 20*time.Second, "length of each latency, isolation and baseline phase")
+	flag.IntVar(&cfg.Dispatchers, "dispatchers", 1, "hookd dispatch processes")
+	flag.IntVar(&cfg.Partitions, "partitions", 6, "partitions of the hookd topics")
+	flag.Float64Var(&cfg.OutboxShare, "outbox-share", 0.5, "share of events written through the outbox (the rest to the ingress topic)")
+	flag.Float64Var(&cfg.IsolationRate, "isolation-rate", 1000, "events/s of the isolation phase (100 endpoints, one hanging in the second run)")
+	flag.IntVar(&cfg.RiverJobs, "river-jobs", 40000, "deliveries the River baseline (B2) makes")
+	flag.Float64Var(&cfg.TenancyAbuseRate, "tenancy-abuse-rate", 100, "events/s of the abusive account in the tenancy phase (100 healthy accounts at --isolation-rate next to it)")
+	flag.IntVar(&cfg.TenancyAbusiveEndpoints, "tenancy-abusive-endpoints", 8, "hanging endpoints of the abusive account (max_in_flight 100000, timeout_ms 60000 stored)")
+	flag.StringVar(&mem, "memory-endpoints", "10000,100000", "endpoint counts of the memory phase")
+	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: saturation (with it latency, b0, b1, b2),latency,isolation,tenancy,memory,b0,b1,b2")
+	flag.Parse()
+	cfg.Skip = map[string]bool{}
+	for _, s := range strings.Split(skip, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.Skip[s] = true
+		}
+	}
+	for _, s := range strings.Split(mem, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err == nil && n > 0 {
+			cfg.MemoryEndpoints = append(cfg.MemoryEndpoints, n)
+		}
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := hookbench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hookbench:", err)
+		os.Exit(1)
+	}
+	fmt.Print(res.Markdown())
+	fmt.Fprintf(os.Stderr, "hookbench: results in %s/ (results.md, results.json, throughput.png, latency_cdf.png)\n", cfg.Out)
+}

@@ -1,0 +1,352 @@
+// Package hookbench is hookd's end-to-end benchmark (bench/hookbench): it
+// drives the real hookd binaries (the embedded broker and each role as its
+// own process, real Postgres) with an open-loop load generator and real
+// 127.0.0.1 receivers, and measures, in one run on one machine, the
+// saturation throughput, latency from event commit to receiver at 50% and
+// 90% of it, CPU and memory per process, memory with many endpoints,
+// isolation from a hanging endpoint, healthy accounts' latency next to an
+// abusive account (tenancy), and three baselines: a plain HTTP
+// loop (B0), a naive one-record-at-a-time dispatcher (B1) and a River
+// (Postgres queue) sender (B2, a separate module under bench/river). It
+// writes a Markdown table, a JSON file and PNG plots. It never sends a
+// request anywhere but 127.0.0.1 and stops by itself.
+//
+// Internal: only hookd's own packages can import it.
+package hookbench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/bench/chaos"
+	"github.com/hookd/hookd/internal/endpoint"
+)
+
+// Config configures a benchmark run. Zero fields take the defaults.
+type Config struct {
+	// DatabaseURL is a Postgres server (wal_level=logical) on which the
+	// benchmark creates and drops databases of its own. Empty uses the
+	// standard PG* variables (what pg_virtualenv sets).
+	DatabaseURL string
+	// Out is the directory for results.md, results.json and the PNGs.
+	// Defaults to "bench-results".
+	Out string
+	// Endpoints is the number of receiver endpoints (one account each).
+	// Defaults to 1000.
+	Endpoints int
+	// Receivers is the number of receiver servers they are spread over.
+	// Defaults to 4.
+	Receivers int
+	// Latency is each receiver's answer time. Defaults to 5ms.
+	Latency time.Duration
+	// FailRate is the share of webhook-ids answered 503 on their first
+	// attempt. Defaults to 0.
+	FailRate float64
+	// OfferedRate is the open-loop event rate of the saturation phase; it
+	// must exceed what the pipeline can do. Defaults to 8000.
+	OfferedRate float64
+	// Saturation is how long the saturation load is offered. Defaults to 30s.
+	Saturation time.Duration
+	// Phase is the length of each latency and isolation phase.
+	// Defaults to 20s.
+	Phase time.Duration
+	// Dispatchers is the number of `hookd dispatch` processes. Defaults to 1.
+	Dispatchers int
+	// Partitions of the hookd topics. Defaults to 6.
+	Partitions int
+	// OutboxShare is the share of events written through the outbox (the
+	// rest through the ingress topic). Defaults to 0.5.
+	OutboxShare float64
+	// MemoryEndpoints are the endpoint counts of the memory phase.
+	// Defaults to 10000 and 100000.
+	MemoryEndpoints []int
+	// IsolationRate is the event rate of the isolation phase (100
+	// endpoints). Defaults to 1000: at half the saturation rate the
+	// 2-core machine is busy enough that p99 moves by itself from run to
+	// run.
+	IsolationRate float64
+	// RiverJobs is how many deliveries B2 makes. Defaults to 40000.
+	RiverJobs int
+	// TenancyAbuseRate is the abusive account's events/s in the tenancy
+	// phase (the healthy accounts run at IsolationRate). Defaults to 100.
+	TenancyAbuseRate float64
+	// TenancyAbusiveEndpoints is how many hanging endpoints the abusive
+	// account has; each of its events goes to all of them. Defaults to 8.
+	TenancyAbusiveEndpoints int
+	// Skip names phases not to run (saturation, latency, isolation,
+	// tenancy, memory, b0, b1, b2).
+	Skip map[string]bool
+	// Logger prints the progress line.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Out == "" {
+		c.Out = "bench-results"
+	}
+	if c.Endpoints == 0 {
+		c.Endpoints = 1000
+	}
+	if c.Receivers == 0 {
+		c.Receivers = 4
+	}
+	if c.Latency == 0 {
+		c.Latency = 5 * time.Millisecond
+	}
+	if c.OfferedRate == 0 {
+		c.OfferedRate = 8000
+	}
+	if c.Saturation == 0 {
+		c.Saturation = 30 * time.Second
+	}
+	if c.Phase == 0 {
+		c.Phase = 20 * time.Second
+	}
+	if c.Dispatchers == 0 {
+		c.Dispatchers = 1
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 6
+	}
+	if c.OutboxShare == 0 {
+		c.OutboxShare = 0.5
+	}
+	if len(c.MemoryEndpoints) == 0 {
+		c.MemoryEndpoints = []int{10000, 100000}
+	}
+	if c.IsolationRate == 0 {
+		c.IsolationRate = 1000
+	}
+	if c.RiverJobs == 0 {
+		c.RiverJobs = 40000
+	}
+	if c.TenancyAbuseRate == 0 {
+		c.TenancyAbuseRate = 100
+	}
+	if c.TenancyAbusiveEndpoints == 0 {
+		c.TenancyAbusiveEndpoints = 8
+	}
+	if c.Skip == nil {
+		c.Skip = map[string]bool{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+}
+
+// endpointInfo is one registered endpoint.
+type endpointInfo struct {
+	ID, Account, URL, Secret string
+	rc                       *chaos.Receiver
+}
+
+// stack is one fresh hookd installation: a database, a broker data
+// directory, the processes, the receivers and the endpoints.
+type stack struct {
+	cfg       *Config
+	dbURL     string
+	dropDB    func()
+	cluster   *chaos.Cluster
+	pool      *pgxpool.Pool
+	kafka     *kgo.Client
+	receivers []*chaos.Receiver
+	endpoints []endpointInfo
+	byID      map[string]*endpointInfo
+	dir       string
+}
+
+type stackParams struct {
+	endpoints  int
+	partitions int
+	// behave overrides the behaviour of some endpoints (by index).
+	behave  map[int]chaos.Behavior
+	timeout time.Duration
+	// noStart registers endpoints without starting the roles.
+	noStart bool
+}
+
+func (b *bench) newStack(ctx context.Context, p stackParams) (*stack, error) {
+	s := &stack{cfg: b.cfg, byID: map[string]*endpointInfo{}}
+	dbURL, drop, err := createDatabase(ctx, b.cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	s.dbURL, s.dropDB = dbURL, drop
+	s.dir, err = os.MkdirTemp("", "hookbench-")
+	if err != nil {
+		return nil, err
+	}
+	if p.timeout == 0 {
+		p.timeout = 10 * time.Second
+	}
+	s.cluster, err = chaos.NewCluster(chaos.ClusterConfig{Bin: b.bin, DatabaseURL: dbURL, Dir: s.dir,
+		Partitions: p.partitions, Dispatchers: b.cfg.Dispatchers, RetrySchedule: "1s,2s,4s,8s",
+		RequestTimeout: p.timeout, LogLevel: "warn"})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cluster.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.MaxConns = 16
+	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	for range b.cfg.Receivers {
+		rc, err := chaos.StartReceiver(chaos.ReceiverOptions{})
+		if err != nil {
+			return nil, err
+		}
+		s.receivers = append(s.receivers, rc)
+	}
+	rows := make([][]any, 0, p.endpoints)
+	s.endpoints = make([]endpointInfo, p.endpoints)
+	for i := range p.endpoints {
+		rc := s.receivers[i%len(s.receivers)]
+		id := fmt.Sprintf("ep_%06d", i)
+		secret := endpoint.NewSecret()
+		spec := chaos.EndpointSpec{ID: id, Secret: secret, Behave: chaos.BehaveOK, Latency: b.cfg.Latency}
+		if bh, ok := p.behave[i]; ok {
+			spec.Behave, spec.FailAttempts = bh, -1
+		} else if b.cfg.FailRate > 0 {
+			spec.Behave, spec.FailAttempts, spec.FailEvery = chaos.Behave5xx, 1, int(1/b.cfg.FailRate)
+		}
+		u, err := rc.Add(spec)
+		if err != nil {
+			return nil, err
+		}
+		acct := fmt.Sprintf("acct_%06d", i)
+		s.endpoints[i] = endpointInfo{ID: id, Account: acct, URL: u, Secret: secret, rc: rc}
+		s.byID[id] = &s.endpoints[i]
+		rows = append(rows, []any{id, acct, u, []string{secret}})
+	}
+	if _, err := s.pool.CopyFrom(ctx, pgx.Identifier{"webhooks", "endpoints"}, []string{"id", "account", "url", "secrets"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return nil, fmt.Errorf("registering endpoints: %w", err)
+	}
+	if !p.noStart {
+		if err := s.cluster.Start(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := s.cluster.StartProcess(ctx, chaos.RoleBroker); err != nil {
+		return nil, err
+	}
+	s.kafka, err = kgo.NewClient(kgo.SeedBrokers(s.cluster.KafkaAddr), kgo.ProducerLinger(2*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stack) close() {
+	if s.kafka != nil {
+		s.kafka.Close()
+	}
+	if s.cluster != nil {
+		s.cluster.Close()
+	}
+	for _, rc := range s.receivers {
+		rc.Close()
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.dropDB != nil {
+		s.dropDB()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+func (s *stack) accounts() []string {
+	out := make([]string, len(s.endpoints))
+	for i, e := range s.endpoints {
+		out[i] = e.Account
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// firstOK merges every receiver's first-2xx times by (endpoint, id).
+func (s *stack) firstOK() map[[2]string]time.Time {
+	out := map[[2]string]time.Time{}
+	for _, rc := range s.receivers {
+		for k, v := range rc.FirstOK() {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (s *stack) resetReceivers() {
+	for _, rc := range s.receivers {
+		rc.Reset()
+	}
+}
+
+// createDatabase creates a database on the server of base and returns its
+// URL and a function that drops it.
+func createDatabase(ctx context.Context, base string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", nil, fmt.Errorf("connecting to %s: %w", redact(base), err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("hookbench_%d_%d", time.Now().UnixNano(), rand.IntN(1000))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, err
+	}
+	cfg, err := pgx.ParseConfig(base)
+	if err != nil {
+		return "", nil, err
+	}
+	u := url.URL{Scheme: "postgres", Path: "/" + name, User: url.UserPassword(cfg.User, cfg.Password)}
+	if cfg.Password == "" {
+		u.User = url.User(cfg.User)
+	}
+	q := url.Values{}
+	if strings.HasPrefix(cfg.Host, "/") {
+		q.Set("host", cfg.Host)
+		q.Set("port", fmt.Sprint(cfg.Port))
+	} else {
+		u.Host = fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+	}
+	q.Set("sslmode", "disable")
+	u.RawQuery = q.Encode()
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active", name)
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}
+	return u.String(), drop, nil
+}
+
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(database url)"
+	}
+	return p.Redacted()
+}

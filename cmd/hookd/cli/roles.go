@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/cmd/hookd/internal/daemon"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/producer/relay"
+	"github.com/hookd/hookd/producer/router"
+	"github.com/hookd/hookd/store/attemptlog"
+	"github.com/hookd/hookd/store/maintenance"
+)
+
+// RelayFlags configure the outbox CDC relay.
+type RelayFlags struct {
+	RelaySlot        string `name:"relay-slot" default:"hookd_relay" env:"HOOKD_RELAY_SLOT" help:"Logical replication slot of the outbox relay (cluster-wide: one per hookd installation)."`
+	RelayPublication string `name:"relay-publication" default:"hookd_outbox" env:"HOOKD_RELAY_PUBLICATION" help:"Publication of the outbox table the relay streams."`
+}
+
+// EnvelopeFlags bound an event's size; the relay and the router share them.
+type EnvelopeFlags struct {
+	MaxEnvelopeBytes int `name:"max-envelope-bytes" default:"262144" env:"HOOKD_MAX_ENVELOPE_BYTES" help:"Largest event envelope in bytes (1024..983040): larger events are dead-lettered (reason oversize) by the relay and the router. The outbox's insert-time limit stays 255 KiB of payload."`
+}
+
+func (f EnvelopeFlags) validate() error {
+	if f.MaxEnvelopeBytes < 1024 || f.MaxEnvelopeBytes > 960<<10 {
+		return fmt.Errorf("--max-envelope-bytes: must be between 1024 and %d, got %d", 960<<10, f.MaxEnvelopeBytes)
+	}
+	return nil
+}
+
+// EndpointLimitFlags bound what an account may set on its endpoints: the
+// API refuses values beyond them, and the dispatcher applies them to every
+// request whatever is stored. `hookd run`, `hookd dispatch` and `hookd
+// api` read them; give every process the same values.
+type EndpointLimitFlags struct {
+	MaxEndpointInFlight  int           `name:"max-endpoint-in-flight" default:"64" env:"HOOKD_MAX_ENDPOINT_IN_FLIGHT" help:"Largest max_in_flight an endpoint may use: the API refuses more, the dispatcher caps what is stored."`
+	RequestTimeout       time.Duration `name:"request-timeout" default:"10s" env:"HOOKD_REQUEST_TIMEOUT" help:"Total timeout of a webhook request, response included; also the longest timeout_ms an endpoint may set (it may set a shorter one)."`
+	AllowPrivateNetworks bool          `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Allow webhook destinations on loopback, private, link-local and metadata addresses, at endpoint creation and at connect time (development and tests only)."`
+}
+
+// apiConfig is the /v1 API's endpoint checks from the flags: the same
+// limits the dispatcher applies, refused at create and update.
+func (f EndpointLimitFlags) apiConfig() (api.V1Config, error) {
+	c := api.V1Config{AllowPrivateNetworks: f.AllowPrivateNetworks, MaxEndpointInFlight: f.MaxEndpointInFlight, MaxTimeout: f.RequestTimeout}
+	c.SetDefaults()
+	return c, c.Validate()
+}
+
+func (f EndpointLimitFlags) validate() error {
+	switch {
+	case f.MaxEndpointInFlight < 1:
+		return fmt.Errorf("--max-endpoint-in-flight: must be at least 1, got %d", f.MaxEndpointInFlight)
+	case f.RequestTimeout <= 0:
+		return fmt.Errorf("--request-timeout: must be positive, got %s", f.RequestTimeout)
+	}
+	return nil
+}
+
+// DispatchFlags configure the dispatcher.
+type DispatchFlags struct {
+	MaxInFlight         int           `name:"max-in-flight" default:"4" env:"HOOKD_MAX_IN_FLIGHT" help:"Requests in flight per endpoint that sets none (an endpoint may set its own, up to --max-endpoint-in-flight)."`
+	Concurrency         int           `name:"concurrency" default:"256" env:"HOOKD_CONCURRENCY" help:"Requests in flight per dispatcher process, all endpoints together; while N accounts are active each may hold max(ceil(concurrency/N), 4), one alone all."`
+	EndpointBacklog     int           `name:"endpoint-backlog" default:"1000" env:"HOOKD_ENDPOINT_BACKLOG" help:"Records of one endpoint held waiting for a slot; beyond it they go to the first retry tier without spending an attempt."`
+	ConnectTimeout      time.Duration `name:"connect-timeout" default:"3s" env:"HOOKD_CONNECT_TIMEOUT" help:"TCP connect and TLS handshake timeout of a webhook request."`
+	BreakerOpenFor      time.Duration `name:"breaker-open-for" default:"30s" env:"HOOKD_BREAKER_OPEN_FOR" help:"How long a tripped endpoint circuit breaker stays open before it lets a probe through; with a short --retry-schedule, keep it shorter than the schedule."`
+	BreakerMinRequests  uint32        `name:"breaker-min-requests" default:"20" env:"HOOKD_BREAKER_MIN_REQUESTS" help:"Answers in the breaker's 60s window before it may trip on --breaker-failure-ratio; that many failures in a row trip it however far apart."`
+	BreakerFailureRatio float64       `name:"breaker-failure-ratio" default:"0.5" env:"HOOKD_BREAKER_FAILURE_RATIO" help:"Share of failed requests in the window that trips the breaker."`
+	EndpointLimitFlags
+}
+
+func (f DispatchFlags) validate() error {
+	if err := f.EndpointLimitFlags.validate(); err != nil {
+		return err
+	}
+	if f.MaxInFlight > f.MaxEndpointInFlight {
+		return fmt.Errorf("--max-in-flight: %d is more than --max-endpoint-in-flight %d", f.MaxInFlight, f.MaxEndpointInFlight)
+	}
+	return nil
+}
+
+// dispatcherConfig is the dispatcher's config from the flags.
+func (f DispatchFlags) dispatcherConfig(t topics.Config) dispatcher.Config {
+	return dispatcher.Config{
+		Topics:               t,
+		MaxInFlight:          f.MaxInFlight,
+		MaxEndpointInFlight:  f.MaxEndpointInFlight,
+		Concurrency:          f.Concurrency,
+		EndpointBacklog:      f.EndpointBacklog,
+		ConnectTimeout:       f.ConnectTimeout,
+		Timeout:              f.RequestTimeout,
+		AllowPrivateNetworks: f.AllowPrivateNetworks,
+		Breaker: dispatcher.BreakerConfig{
+			OpenFor:      f.BreakerOpenFor,
+			MinRequests:  f.BreakerMinRequests,
+			FailureRatio: f.BreakerFailureRatio,
+		},
+	}
+}
+
+// AttemptLogFlags configure the attempt-log writer and endpoint health.
+type AttemptLogFlags struct {
+	DisableAfter time.Duration `name:"disable-after" default:"72h" env:"HOOKD_DISABLE_AFTER" help:"Disable an endpoint after failing continuously this long."`
+}
+
+// roleSet builds roles for one process, sharing one endpoint index between
+// the roles that need it.
+type roleSet struct {
+	daemon     DaemonFlags
+	relay      RelayFlags
+	envelope   EnvelopeFlags
+	dispatch   DispatchFlags
+	attemptLog AttemptLogFlags
+
+	indexOnce sync.Once
+	index     *endpoint.Index
+	indexErr  error
+}
+
+func (s *roleSet) endpointIndex(env *daemon.Env) (*endpoint.Index, error) {
+	s.indexOnce.Do(func() {
+		s.index, s.indexErr = endpoint.NewIndex(endpoint.IndexConfig{}, endpoint.IndexDeps{
+			Source: env.Store, Logger: env.Logger.With("role", "endpoint-index"), Registerer: env.Registry,
+		})
+	})
+	return s.index, s.indexErr
+}
+
+// roleFunc adapts a name and a run function to daemon.Role.
+type roleFunc struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+func (r roleFunc) Name() string                  { return r.name }
+func (r roleFunc) Run(ctx context.Context) error { return r.run(ctx) }
+
+// indexRole makes sure the shared endpoint index runs once in the process.
+func (s *roleSet) indexRole() daemon.RoleFactory {
+	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+		x, err := s.endpointIndex(env)
+		if err != nil {
+			return nil, err
+		}
+		return roleFunc{"endpoint-index", x.Run}, nil
+	}
+}
+
+func (s *roleSet) relayRole() daemon.RoleFactory {
+	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+		r, err := relay.New(relay.Config{
+			Slot: s.relay.RelaySlot, Publication: s.relay.RelayPublication, EventsTopic: env.Names.Events,
+			DLQTopic: env.Names.DLQ, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes,
+		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOptsFor("relay"), Logger: env.Logger.With("role", "relay"), Registerer: env.Registry})
+		if err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		return roleFunc{"relay", r.Run}, nil
+	}
+}
+
+func (s *roleSet) routerRole() daemon.RoleFactory {
+	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+		x, err := s.endpointIndex(env)
+		if err != nil {
+			return nil, err
+		}
+		r, err := router.New(router.Config{Topics: env.Names, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes}, router.Deps{
+			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("router: %w", err)
+		}
+		return roleFunc{"router", r.Run}, nil
+	}
+}
+
+// dispatchEndpoints adapts the endpoint index to what the dispatcher reads.
+type dispatchEndpoints struct{ x *endpoint.Index }
+
+var _ dispatcher.Endpoints = dispatchEndpoints{}
+
+func (a dispatchEndpoints) Endpoint(id string) (dispatcher.Target, bool) {
+	ep, ok := a.x.Endpoint(id)
+	if !ok {
+		return dispatcher.Target{}, false
+	}
+	return dispatcher.Target{
+		ID: ep.ID, Account: ep.Account, URL: ep.URL, Secrets: ep.Secrets, Disabled: !ep.Active(),
+		MaxInFlight: ep.MaxInFlight, Timeout: ep.Timeout, RatePerSec: ep.RatePerSec,
+	}, true
+}
+
+func (s *roleSet) dispatchRole() daemon.RoleFactory {
+	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+		x, err := s.endpointIndex(env)
+		if err != nil {
+			return nil, err
+		}
+		d, err := dispatcher.New(s.dispatch.dispatcherConfig(env.Topics), dispatcher.Deps{
+			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("dispatch"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dispatcher: %w", err)
+		}
+		if s.dispatch.AllowPrivateNetworks {
+			env.Logger.Warn("SSRF guard off: webhooks may reach loopback, private and metadata addresses (--allow-private-networks)")
+		}
+		return roleFunc{"dispatch", func(ctx context.Context) error {
+			// Before the first load every endpoint would look deleted and
+			// its deliveries would be dead-lettered.
+			if err := x.WaitReady(ctx); err != nil {
+				return err
+			}
+			return d.Run(ctx)
+		}}, nil
+	}
+}
+
+func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
+	return []daemon.RoleFactory{
+		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+			w, err := attemptlog.New(attemptlog.Config{
+				Topic: env.Names.Attempts, DeliveriesTopic: env.Names.Deliveries, OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
+			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("attempt-log")})
+			if err != nil {
+				return nil, fmt.Errorf("attempt log: %w", err)
+			}
+			return roleFunc{"attempt-log", w.Run}, nil
+		},
+		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+			m, err := maintenance.NewMonitor(maintenance.MonitorConfig{OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter},
+				maintenance.MonitorDeps{Store: env.Store, Logger: env.Logger.With("role", "health"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("endpoint-health")})
+			if err != nil {
+				return nil, fmt.Errorf("endpoint health: %w", err)
+			}
+			return roleFunc{"endpoint-health", m.Run}, nil
+		},
+		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+			m, err := maintenance.NewMaintainer(maintenance.MaintainerConfig{Retention: s.daemon.AttemptRetention},
+				maintenance.MaintainerDeps{Store: env.Store, Logger: env.Logger.With("role", "partitions"), Registerer: env.Registry})
+			if err != nil {
+				return nil, fmt.Errorf("attempt partitions: %w", err)
+			}
+			return roleFunc{"attempt-partitions", m.Run}, nil
+		},
+		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
+			r, err := maintenance.NewReconciler(maintenance.ReconcilerConfig{Schedule: env.Topics.Schedule},
+				maintenance.ReconcilerDeps{Store: env.Store, Logger: env.Logger.With("role", "reconcile"), Registerer: env.Registry})
+			if err != nil {
+				return nil, fmt.Errorf("reconcile: %w", err)
+			}
+			return roleFunc{"reconcile", r.Run}, nil
+		},
+	}
+}
+
+// RelayCmd runs the outbox CDC relay alone.
+type RelayCmd struct {
+	DaemonFlags
+	RelayFlags
+	EnvelopeFlags
+}
+
+// Run implements `hookd relay`.
+func (c *RelayCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	if err := c.EnvelopeFlags.validate(); err != nil {
+		return usage(err)
+	}
+	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags, envelope: c.EnvelopeFlags}
+	return runRoles(ctx, logger, "relay", c.DaemonFlags, nil, s.relayRole())
+}
+
+// RouterCmd runs the fan-out router alone.
+type RouterCmd struct {
+	DaemonFlags
+	EnvelopeFlags
+}
+
+// Run implements `hookd router`.
+func (c *RouterCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	if err := c.EnvelopeFlags.validate(); err != nil {
+		return usage(err)
+	}
+	s := &roleSet{daemon: c.DaemonFlags, envelope: c.EnvelopeFlags}
+	return runRoles(ctx, logger, "router", c.DaemonFlags, nil, s.indexRole(), s.routerRole())
+}
+
+// DispatchCmd runs a dispatcher alone; start several to scale out.
+type DispatchCmd struct {
+	DaemonFlags
+	DispatchFlags
+}
+
+// Run implements `hookd dispatch`.
+func (c *DispatchCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	if err := c.DispatchFlags.validate(); err != nil {
+		return usage(err)
+	}
+	s := &roleSet{daemon: c.DaemonFlags, dispatch: c.DispatchFlags}
+	return runRoles(ctx, logger, "dispatch", c.DaemonFlags, &c.EndpointLimitFlags, s.indexRole(), s.dispatchRole())
+}
+
+// AttemptLogCmd runs the attempt-log writer, endpoint health, partition
+// maintenance and reconciliation.
+type AttemptLogCmd struct {
+	DaemonFlags
+	AttemptLogFlags
+}
+
+// Run implements `hookd attempt-log`.
+func (c *AttemptLogCmd) Run(ctx context.Context, logger *slog.Logger) error {
+	s := &roleSet{daemon: c.DaemonFlags, attemptLog: c.AttemptLogFlags}
+	return runRoles(ctx, logger, "attempt-log", c.DaemonFlags, nil, s.attemptLogRoles()...)
+}

@@ -1,0 +1,81 @@
+// Package cmdline parses hookd's and hookctl's command lines the same way:
+// kong with compact help, the variables their flag defaults share
+// (${retry_schedule}), one-line parse errors and the exit codes. It never
+// runs a command.
+//
+// Internal: only hookd's own packages can import it.
+package cmdline
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/hookd/hookd/retrytiers"
+)
+
+// Exit codes of both binaries.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the command ran and failed
+	ExitUsage   = 2 // bad flags or input, or a dependency unreachable at start-up
+)
+
+// New builds the kong parser of grammar. exit receives the code of a run
+// that parsing ends itself (--help); nil means kong's default (os.Exit).
+// groups title flags tagged group:"key"; grouped flags are listed after a
+// command's own.
+func New(grammar any, name, description string, stdout, stderr io.Writer, exit func(int), groups ...kong.Group) (*kong.Kong, error) {
+	opts := []kong.Option{
+		kong.ExplicitGroups(groups),
+		kong.Name(name),
+		kong.Description(description),
+		kong.Writers(stdout, stderr),
+		kong.Vars{"retry_schedule": retrytiers.DefaultSchedule},
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	}
+	if exit != nil {
+		opts = append(opts, kong.Exit(exit))
+	}
+	return kong.New(grammar, opts...)
+}
+
+// Parse parses args into grammar. When done is true the run is over with
+// code: help was printed (0), or a one-line error was (ExitUsage or
+// ExitFailure); otherwise kctx is ready to run.
+func Parse(grammar any, name, description string, args []string, stdout, stderr io.Writer, groups ...kong.Group) (kctx *kong.Context, code int, done bool) {
+	exitCode := -1
+	parser, err := New(grammar, name, description, stdout, stderr, func(code int) { exitCode = code }, groups...)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return nil, ExitFailure, true
+	}
+	kctx, err = parser.Parse(args)
+	if exitCode >= 0 { // --help or similar
+		return nil, exitCode, true
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v (see %s --help)\n", name, err, commandPath(name, err))
+		return nil, ExitUsage, true
+	}
+	return kctx, ExitOK, false
+}
+
+// commandPath names the (sub)command a parse error is about, e.g.
+// "hookctl tokens create", so the error points at that command's help.
+func commandPath(name string, err error) string {
+	var pe *kong.ParseError
+	if !errors.As(err, &pe) || pe.Context == nil {
+		return name
+	}
+	words := []string{name}
+	for _, p := range pe.Context.Path {
+		if p.Command != nil {
+			words = append(words, p.Command.Name)
+		}
+	}
+	return strings.Join(words, " ")
+}

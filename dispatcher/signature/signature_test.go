@@ -1,0 +1,72 @@
+package signature_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookd/hookd/dispatcher/signature"
+)
+
+const (
+	oldSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	newSecret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+)
+
+func TestSignVerifiesWithOfficialLibrary(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"id":"evt_1","type":"invoice.paid","created":"2024-01-01T00:00:00Z","data":{"a":1}}`)
+	keys, err := signature.ParseSecrets([]string{newSecret, oldSecret})
+	require.NoError(t, err)
+	now := time.Now()
+	sig := signature.Sign("evt_1", now, body, keys)
+	require.Len(t, strings.Split(sig, " "), 2, "one signature per active secret")
+
+	h := http.Header{}
+	h.Set("webhook-id", "evt_1")
+	h.Set("webhook-timestamp", signature.Timestamp(now))
+	h.Set("webhook-signature", sig)
+	for _, s := range []string{newSecret, oldSecret} {
+		wh, err := standardwebhooks.NewWebhook(s)
+		require.NoError(t, err)
+		require.NoError(t, wh.Verify(body, h), "secret %s must verify", s[:10])
+		// The official library's own signature is among ours.
+		theirs, err := wh.Sign("evt_1", now, body)
+		require.NoError(t, err)
+		require.Contains(t, sig, theirs)
+	}
+
+	// A different secret, a tampered body or id must not verify.
+	other, err := standardwebhooks.NewWebhook("whsec_" + "dGhpcyBpcyBhbm90aGVyIHNlY3JldCBrZXk=")
+	require.NoError(t, err)
+	require.Error(t, other.Verify(body, h))
+	wh, _ := standardwebhooks.NewWebhook(newSecret)
+	require.Error(t, wh.Verify(append([]byte(nil), append(body, ' ')...), h))
+	h.Set("webhook-id", "evt_2")
+	require.Error(t, wh.Verify(body, h))
+}
+
+func TestParseSecret(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{newSecret, true},
+		{strings.TrimPrefix(newSecret, "whsec_"), true},
+		{"whsec_", false},
+		{"whsec_!!!notbase64", false},
+		{"whsec_YWJj", false}, // 3 bytes
+	} {
+		_, err := signature.ParseSecret(tc.in)
+		if tc.ok {
+			require.NoError(t, err, tc.in)
+		} else {
+			require.ErrorIs(t, err, signature.ErrBadSecret, tc.in)
+		}
+	}
+}

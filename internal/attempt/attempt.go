@@ -1,0 +1,125 @@
+// Package attempt owns the record of one delivery attempt as it travels from
+// a dispatcher to the Postgres attempt log over the attempts topic
+// (key = delivery id, value = JSON). A dispatcher never writes Postgres on
+// its hot path; it produces these, and the attempt-log writer copies them
+// into webhooks.attempts and updates webhooks.deliveries. It never does I/O.
+//
+// Internal: only hookd's own packages can import it.
+package attempt
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Outcome is what one attempt came to.
+type Outcome string
+
+// Outcomes, as classified by the dispatcher.
+const (
+	OutcomeDelivered   Outcome = "delivered"    // 2xx
+	OutcomeRetry       Outcome = "retry"        // 408, 429, 5xx, timeout, network error, other 4xx below the limit
+	OutcomeGone        Outcome = "gone"         // 410: the endpoint is disabled
+	OutcomePermanent   Outcome = "permanent"    // a 4xx for the third time, or another permanent failure
+	OutcomeRefused     Outcome = "refused"      // the SSRF guard refused the destination
+	OutcomeCircuitOpen Outcome = "circuit_open" // no request made: the endpoint's breaker is open
+	OutcomeDeferred    Outcome = "deferred"     // no request made: the endpoint's backlog was full
+	OutcomeSkipped     Outcome = "skipped"      // no request made: endpoint disabled or deleted
+)
+
+// NextAction is what happened to the delivery after the attempt.
+type NextAction string
+
+// Next actions.
+const (
+	NextDone       NextAction = "done"        // delivered
+	NextRetry      NextAction = "retry"       // produced to a retry tier, due at NextDueAt
+	NextDeadLetter NextAction = "dead_letter" // produced to the DLQ at DLQ
+)
+
+// Position is a record's place in Kafka.
+type Position struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// Record is one attempt.
+type Record struct {
+	// AttemptID is unique per attempt; writing the same record twice is a no-op.
+	AttemptID    string    `json:"attempt_id"`
+	DeliveryID   string    `json:"delivery_id"`
+	EventID      string    `json:"event_id"`
+	EventType    string    `json:"event_type"`
+	EndpointID   string    `json:"endpoint_id"`
+	Account      string    `json:"account"`
+	EventCreated time.Time `json:"event_created"`
+	// Attempt is the attempt number, starting at 1.
+	Attempt int `json:"attempt"`
+	// Tier is the topic the delivery was read from (deliveries or a retry tier).
+	Tier       string        `json:"tier"`
+	StartedAt  time.Time     `json:"started_at"`
+	Duration   time.Duration `json:"duration_ns"`
+	StatusCode int           `json:"status_code,omitempty"`
+	Outcome    Outcome       `json:"outcome"`
+	// ErrorClass is a short machine-readable cause: http_5xx, timeout,
+	// connect_refused, ssrf_refused, circuit_open, ...
+	ErrorClass string `json:"error_class,omitempty"`
+	Error      string `json:"error,omitempty"`
+	// ResponseExcerpt is the start of the response body, capped.
+	ResponseExcerpt string     `json:"response_excerpt,omitempty"`
+	NextAction      NextAction `json:"next_action"`
+	// NextDueAt is set with NextRetry.
+	NextDueAt time.Time `json:"next_due_at,omitzero"`
+	// DLQ and DeadReason are set with NextDeadLetter.
+	DLQ        *Position `json:"dlq,omitempty"`
+	DeadReason string    `json:"dead_reason,omitempty"`
+	ReplayID   string    `json:"replay_id,omitempty"`
+}
+
+// Validate reports a record the attempt log cannot store.
+func (r *Record) Validate() error {
+	switch {
+	case r.AttemptID == "":
+		return errors.New("attempt record: no attempt_id")
+	case r.DeliveryID == "" || r.EventID == "" || r.EndpointID == "":
+		return errors.New("attempt record: delivery_id, event_id and endpoint_id are required")
+	case r.Attempt < 0:
+		return fmt.Errorf("attempt record: attempt %d is negative", r.Attempt)
+	case r.StartedAt.IsZero():
+		return errors.New("attempt record: no started_at")
+	case r.Outcome == "" || r.NextAction == "":
+		return errors.New("attempt record: outcome and next_action are required")
+	case r.NextAction == NextDeadLetter && r.DLQ == nil:
+		return errors.New("attempt record: dead_letter without a DLQ position")
+	}
+	return nil
+}
+
+// KafkaRecord encodes r for the attempts topic.
+func (r *Record) KafkaRecord(topic string) (*kgo.Record, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encoding attempt record: %w", err)
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(r.DeliveryID), Value: v}, nil
+}
+
+// Decode reads an attempts-topic record.
+func Decode(kr *kgo.Record) (*Record, error) {
+	var r Record
+	if err := json.Unmarshal(kr.Value, &r); err != nil {
+		return nil, fmt.Errorf("decoding attempt record: %w", err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

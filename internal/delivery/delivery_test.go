@@ -1,0 +1,61 @@
+package delivery_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/internal/delivery"
+)
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2026, 11, 30, 1, 2, 3, 456, time.UTC)
+	b, err := delivery.Body("evt_1", "invoice.paid", created, json.RawMessage(`{"invoice":"in_1"}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"id":"evt_1","type":"invoice.paid","created":"2026-11-30T01:02:03.000000456Z","data":{"invoice":"in_1"}}`, string(b))
+
+	in := &delivery.Delivery{
+		ID: delivery.ID("evt_1", "ep_1"), EventID: "evt_1", EventType: "invoice.paid", EndpointID: "ep_1",
+		Account: "acct_1", EventCreated: created, Attempt: 3, FirstAttempt: created.Add(time.Second),
+		DueAt: created.Add(time.Minute), LastStatus: 503, LastError: "http_5xx", ClientErrors: 1, ReplayID: "rpl_1", Body: b,
+	}
+	rec := in.Record("webhooks.retry.30s")
+	require.Equal(t, "ep_1", string(rec.Key))
+	require.Equal(t, b, rec.Value)
+	out, err := delivery.Decode(rec)
+	require.NoError(t, err)
+	require.Equal(t, in, out)
+}
+
+func TestIDIsDeterministic(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, delivery.ID("e", "p"), delivery.ID("e", "p"))
+	require.NotEqual(t, delivery.ID("e", "p"), delivery.ID("e", "q"))
+	require.NotEqual(t, delivery.ID("ab", "c"), delivery.ID("a", "bc"))
+}
+
+func TestDecodeRejectsMalformed(t *testing.T) {
+	t.Parallel()
+	ok := (&delivery.Delivery{EventID: "e", EndpointID: "p", Body: []byte(`{}`)}).Record("t")
+	cases := map[string]func(r *kgo.Record){
+		"no key":      func(r *kgo.Record) { r.Key = nil },
+		"no event id": func(r *kgo.Record) { r.Headers = r.Headers[:0] },
+		"empty body":  func(r *kgo.Record) { r.Value = nil },
+		"bad attempt": func(r *kgo.Record) {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: delivery.HeaderAttempt, Value: []byte("zero")})
+		},
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := *ok
+			r.Headers = append([]kgo.RecordHeader(nil), ok.Headers...)
+			mutate(&r)
+			_, err := delivery.Decode(&r)
+			require.ErrorIs(t, err, delivery.ErrMalformed)
+		})
+	}
+}

@@ -1,0 +1,370 @@
+// Package endpoint owns the endpoint model (where deliveries go and which
+// event types they subscribe to), the subscription matching rules, the
+// generation of endpoint ids and signing secrets, and the in-memory Index
+// that the router and the dispatcher read on their hot paths. The Index is
+// refreshed by Postgres LISTEN/NOTIFY through a Source; this package never
+// runs SQL itself, never queries per event, and never sends HTTP.
+//
+// Internal: only hookd's own packages can import it.
+package endpoint
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Status is an endpoint's lifecycle state.
+type Status string
+
+// Statuses, as stored in webhooks.endpoints.status.
+const (
+	StatusActive   Status = "active"
+	StatusDisabled Status = "disabled"
+)
+
+// Endpoint is one row of webhooks.endpoints. Values handed out by the Index
+// are shared and must be treated as read-only.
+type Endpoint struct {
+	ID          string `json:"id"`
+	Account     string `json:"account"`
+	URL         string `json:"url"`
+	Description string `json:"description"`
+	// Secrets are the signing secrets, current first; several while a
+	// rotation is in progress.
+	Secrets []string `json:"secrets"`
+	// EventTypes are the subscribed event types; empty means all. A "*"
+	// matches any run of characters, dots included ("invoice.*").
+	EventTypes []string `json:"event_types"`
+	Status     Status   `json:"status"`
+	// MaxInFlight, Timeout and RatePerSec are per-endpoint limits; zero
+	// means the dispatcher's default.
+	MaxInFlight    int           `json:"max_in_flight,omitempty"`
+	Timeout        time.Duration `json:"timeout_ns,omitempty"`
+	RatePerSec     float64       `json:"rate_per_sec,omitempty"`
+	FailingSince   time.Time     `json:"failing_since,omitzero"`
+	DisabledReason string        `json:"disabled_reason,omitempty"`
+	DisabledAt     time.Time     `json:"disabled_at,omitzero"`
+	CreatedAt      time.Time     `json:"created_at,omitzero"`
+	UpdatedAt      time.Time     `json:"updated_at,omitzero"`
+}
+
+// Active reports whether the endpoint receives new deliveries.
+func (e *Endpoint) Active() bool { return e.Status == StatusActive }
+
+// Subscribes reports whether the endpoint's event-type filter accepts
+// eventType. It ignores the status.
+func (e *Endpoint) Subscribes(eventType string) bool {
+	if len(e.EventTypes) == 0 {
+		return true
+	}
+	for _, p := range e.EventTypes {
+		if MatchType(p, eventType) {
+			return true
+		}
+	}
+	return false
+}
+
+// MatchType reports whether the event type t matches pattern, where "*"
+// matches any run of characters (possibly empty, dots included) and every
+// other character matches itself. "*" alone matches every type;
+// "invoice.*" matches "invoice.paid" and "invoice.payment.failed" but not
+// "invoice"; "*.created" matches "customer.created".
+func MatchType(pattern, t string) bool {
+	// Iterative wildcard matching with single-star backtracking: linear in
+	// practice, never exponential.
+	p, s := 0, 0
+	star, mark := -1, 0
+	for s < len(t) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, s
+			p++
+		case p < len(pattern) && pattern[p] == t[s]:
+			p++
+			s++
+		case star >= 0:
+			p = star + 1
+			mark++
+			s = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+// Limits on user-supplied fields.
+const (
+	MaxAccountLen     = 255
+	MaxTypeLen        = 255
+	MaxURLLen         = 2048
+	MaxEventTypes     = 100
+	MaxSecrets        = 10
+	MaxDescriptionLen = 1024
+	minSecretBytes    = 24
+	maxSecretBytes    = 64
+	secretPrefix      = "whsec_"
+	idPrefix          = "ep_"
+)
+
+// Bounds of the per-endpoint limits: what the store can hold (Postgres
+// integer columns, the timeout in milliseconds) and what a dispatcher can
+// use. Operators set lower ceilings on what accounts may ask for (hookd
+// --max-endpoint-in-flight, --request-timeout); these bound every path,
+// hookctl included.
+const (
+	MaxInFlightBound = math.MaxInt32
+	TimeoutBound     = time.Duration(math.MaxInt32) * time.Millisecond // about 24.8 days
+	RatePerSecBound  = 1e6
+)
+
+// ErrInvalid is wrapped by every validation error of this package.
+var ErrInvalid = errors.New("invalid endpoint")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// NewID returns a fresh endpoint id: "ep_" and 26 lowercase base32
+// characters (128 random bits).
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return idPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// NewSecret returns a fresh Standard Webhooks signing secret: "whsec_" and
+// the base64 of 32 random bytes.
+func NewSecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return secretPrefix + base64.StdEncoding.EncodeToString(b[:])
+}
+
+// SecretKey decodes a "whsec_<base64>" secret into its HMAC key.
+func SecretKey(secret string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(secret, secretPrefix)
+	if !ok {
+		return nil, invalid("secret must start with %q", secretPrefix)
+	}
+	key, err := base64.StdEncoding.DecodeString(rest)
+	if err != nil {
+		return nil, invalid("secret: the part after %q is not standard base64", secretPrefix)
+	}
+	if len(key) < minSecretBytes || len(key) > maxSecretBytes {
+		return nil, invalid("secret: must decode to %d..%d bytes, got %d", minSecretBytes, maxSecretBytes, len(key))
+	}
+	return key, nil
+}
+
+// ValidateID checks an endpoint id given by an operator: 1..255 printable
+// ASCII characters without spaces (it travels as a Kafka key and header).
+func ValidateID(id string) error {
+	if !printableToken(id, MaxAccountLen) {
+		return invalid("id %q: must be 1..%d printable ASCII characters without spaces", clip(id), MaxAccountLen)
+	}
+	return nil
+}
+
+// ValidateAccount checks an account name: 1..255 printable ASCII characters
+// without spaces.
+func ValidateAccount(account string) error {
+	if !printableToken(account, MaxAccountLen) {
+		return invalid("account %q: must be 1..%d printable ASCII characters without spaces", clip(account), MaxAccountLen)
+	}
+	return nil
+}
+
+// ValidatePattern checks one event-type pattern (an endpoint's
+// subscription, a dead-letter filter): 1..255 characters, dot-separated
+// words of letters, digits, '_' and '-', with '*' wildcards; no empty word,
+// so "invoice..paid", "invoice." and "in voice" are refused. The API,
+// hookctl and the store all use this rule.
+func ValidatePattern(p string) error {
+	if p == "" || len(p) > MaxTypeLen {
+		return invalid("event_types: %q must be 1..%d characters", clip(p), MaxTypeLen)
+	}
+	for _, seg := range strings.Split(p, ".") {
+		if seg == "" {
+			return invalid("event_types: %q has an empty segment between dots", clip(p))
+		}
+		for i := 0; i < len(seg); i++ {
+			if c := seg[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '*') {
+				return invalid("event_types: %q: only letters, digits, '_', '-', '*' and '.' are allowed", clip(p))
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateURL checks an endpoint URL's syntax: 1..2048 bytes of valid
+// UTF-8, absolute http or https, a host, no credentials, and no numeric
+// host that is not a canonical IP address ("127.1", "2130706433",
+// "0x7f.0.0.1": resolvers disagree on what those mean). Whether the host may
+// be a private address is decided by the caller (ssrf.CheckURL) and, at
+// send time, by the dispatcher's dial-time guard.
+func ValidateURL(raw string) error {
+	if raw == "" || len(raw) > MaxURLLen {
+		return invalid("url: must be 1..%d bytes, got %d", MaxURLLen, len(raw))
+	}
+	if !utf8.ValidString(raw) {
+		return invalid("url %q: not valid UTF-8", clip(raw))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return invalid("url %q: %v", clip(raw), errors.Unwrap(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return invalid("url %q: scheme must be http or https", clip(raw))
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return invalid("url %q: has no host", clip(raw))
+	}
+	if u.User != nil {
+		return invalid("url %q: must not carry credentials", clip(raw))
+	}
+	if host := u.Hostname(); numericHost(host) {
+		return invalid("url %q: host %q is numeric but not an IP address (write IPv4 as four decimal numbers, IPv6 in brackets)", clip(raw), clip(host))
+	}
+	return nil
+}
+
+// numericHost reports a host that is not an IP address but whose last
+// label is a number (decimal, octal or 0x hex): no DNS name is (top-level
+// domains are never all-numeric), and resolvers read such hosts as IPv4 in
+// inconsistent ways.
+func numericHost(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return false
+	}
+	last := strings.TrimSuffix(host, ".")
+	if i := strings.LastIndexByte(last, '.'); i >= 0 {
+		last = last[i+1:]
+	}
+	if last == "" {
+		return false
+	}
+	digits := strings.TrimPrefix(strings.TrimPrefix(strings.ToLower(last), "0x"), "0X")
+	hex := len(digits) < len(last)
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if !(c >= '0' && c <= '9' || hex && c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// validText checks free text (description, disabled reason): at most max
+// bytes of valid UTF-8 without NUL or other control characters but tab,
+// line feed and carriage return.
+func validText(field, s string, max int) error {
+	if len(s) > max {
+		return invalid("%s: at most %d bytes, got %d", field, max, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return invalid("%s: not valid UTF-8", field)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
+			return invalid("%s: must not contain NUL or other control characters (found %U)", field, r)
+		}
+	}
+	return nil
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	if len(s) <= 100 {
+		return s
+	}
+	return s[:100] + "..."
+}
+
+// Validate checks every field an operator or an account can set, within
+// the bounds the store can hold: a valid endpoint never makes the store
+// fail. Messages name the field as the API does.
+func (e *Endpoint) Validate() error {
+	if err := ValidateID(e.ID); err != nil {
+		return err
+	}
+	if err := ValidateAccount(e.Account); err != nil {
+		return err
+	}
+	if err := ValidateURL(e.URL); err != nil {
+		return err
+	}
+	if err := validText("description", e.Description, MaxDescriptionLen); err != nil {
+		return err
+	}
+	if err := validText("disabled_reason", e.DisabledReason, MaxDescriptionLen); err != nil {
+		return err
+	}
+	if err := e.validateSecrets(); err != nil {
+		return err
+	}
+	if len(e.EventTypes) > MaxEventTypes {
+		return invalid("event_types: at most %d, got %d", MaxEventTypes, len(e.EventTypes))
+	}
+	for _, p := range e.EventTypes {
+		if err := ValidatePattern(p); err != nil {
+			return err
+		}
+	}
+	switch e.Status {
+	case StatusActive, StatusDisabled:
+	default:
+		return invalid("status %q: must be active or disabled", clip(string(e.Status)))
+	}
+	return e.validateLimits()
+}
+
+func (e *Endpoint) validateSecrets() error {
+	if len(e.Secrets) == 0 || len(e.Secrets) > MaxSecrets {
+		return invalid("secrets: must hold 1..%d secrets, got %d", MaxSecrets, len(e.Secrets))
+	}
+	for _, s := range e.Secrets {
+		if _, err := SecretKey(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Endpoint) validateLimits() error {
+	switch {
+	case e.MaxInFlight < 0 || e.MaxInFlight > MaxInFlightBound:
+		return invalid("max_in_flight: must be 0 (the default) to %d, got %d", MaxInFlightBound, e.MaxInFlight)
+	case e.Timeout < 0 || (e.Timeout > 0 && e.Timeout < time.Millisecond) || e.Timeout > TimeoutBound:
+		return invalid("timeout: must be 0 (the default) or 1ms to %s, got %s", TimeoutBound, e.Timeout)
+	case math.IsNaN(e.RatePerSec) || e.RatePerSec < 0 || e.RatePerSec > RatePerSecBound:
+		return invalid("rate_per_sec: must be 0 (unlimited) to %g, got %g", RatePerSecBound, e.RatePerSec)
+	}
+	return nil
+}
+
+func printableToken(s string, maxLen int) bool {
+	if s == "" || len(s) > maxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}

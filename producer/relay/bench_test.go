@@ -1,0 +1,98 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/producer/router"
+)
+
+// BenchmarkOutboxToDeliveries measures the whole outbox path: b.N outbox
+// rows committed by 4 writers in transactions of 100 rows while the relay
+// streams and the router fans out (one subscribed endpoint per account),
+// from the first insert until the last event is on the events topic
+// (relay events/s) and until its delivery is on the deliveries topic
+// (outbox-to-deliveries events/s). Run with a fixed count:
+//
+//	go test -run XXX -bench OutboxToDeliveries -benchtime 20000x ./producer/relay/
+func BenchmarkOutboxToDeliveries(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	st := e.db.Store
+	for a := range 100 {
+		_, err := st.CreateEndpoint(ctx, endpoint.Endpoint{ID: fmt.Sprintf("ep_%d", a), Account: fmt.Sprintf("acct_%d", a),
+			URL: "http://127.0.0.1:1/x", Secrets: []string{endpoint.NewSecret()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	idx, err := endpoint.NewIndex(endpoint.IndexConfig{}, endpoint.IndexDeps{Source: st, Logger: e.logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start(b, idx.Run)
+	rt, err := router.New(router.Config{Topics: e.names}, router.Deps{Endpoints: idx,
+		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start(b, rt.Run)
+	start(b, e.newRelay(b, e.relayConfig()).Run)
+	e.waitStreaming(b)
+	adm := kadm.NewClient(e.kafka.Client(b))
+	count := func(topic string) int64 {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int64
+		offs.Each(func(o kadm.ListedOffset) { n += o.Offset })
+		return n
+	}
+
+	b.ResetTimer()
+	begin := time.Now()
+	var wg sync.WaitGroup
+	const writers, perTx = 4, 100
+	for w := range writers {
+		wg.Go(func() {
+			for lo := w * perTx; lo < b.N; lo += writers * perTx {
+				hi := min(lo+perTx, b.N)
+				_, err := st.Pool().Exec(ctx, `INSERT INTO webhooks.outbox (account, type, payload)
+					SELECT 'acct_' || (g % 100), 'invoice.paid', jsonb_build_object('n', g, 'amount', 1200)
+					FROM generate_series($1::int, $2::int - 1) g`, lo, hi)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	inserted := time.Since(begin)
+	var relayed time.Duration
+	for {
+		if relayed == 0 && count(e.names.Events) >= int64(b.N) {
+			relayed = time.Since(begin)
+		}
+		if relayed != 0 && count(e.names.Deliveries) >= int64(b.N) {
+			break
+		}
+		if time.Since(begin) > 5*time.Minute {
+			b.Fatalf("not done after 5m: events %d, deliveries %d of %d", count(e.names.Events), count(e.names.Deliveries), b.N)
+		}
+		time.Sleep(10 * time.Millisecond) // polling
+	}
+	total := time.Since(begin)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/inserted.Seconds(), "inserted/s")
+	b.ReportMetric(float64(b.N)/relayed.Seconds(), "relayed-events/s")
+	b.ReportMetric(float64(b.N)/total.Seconds(), "outbox-to-deliveries-events/s")
+}

@@ -1,0 +1,500 @@
+// Package relay owns the outbox CDC relay: it streams committed INSERTs on
+// webhooks.outbox from the Postgres WAL by logical replication (pgoutput, a
+// publication limited to the outbox and to inserts, a named persistent
+// slot) and produces each row as an event envelope to the events topic
+// (key = account), where the router fans it out like any other event.
+//
+// It confirms a WAL position to Postgres only once every record of every
+// transaction up to it has been acknowledged by Kafka, so a crash replays
+// from the last confirmed commit (duplicates, never loss); on restart it
+// always resumes from the slot's confirmed position, never from the
+// server's current one. Exactly one relay streams per slot: leadership is a
+// Postgres advisory lock held on a connection of its own; the others wait
+// and take over when it is released.
+//
+// A row that can never be published never blocks the rows after it: an
+// envelope larger than MaxEnvelopeBytes (the router's limit), or a record
+// Kafka refuses for what it is (MESSAGE_TOO_LARGE, INVALID_RECORD; first
+// retried alone, in case it only shared a refused batch), is dead-lettered
+// to the DLQ topic as a small summary without its payload (reason oversize
+// or unpublishable, with the outbox id, account, type and size), logged
+// and counted, and the slot moves past it like past a published row. Any
+// other produce error stops the stream, which restarts from the last
+// confirmed position. It never fans out, never writes delivery state, and
+// never skips a row it cannot encode (it stops and says why).
+//
+// Applications should not import this package: it is hookd's own code, with no compatibility promise.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/producer/event"
+	"github.com/hookd/hookd/store"
+)
+
+// HeaderSource marks records the relay produces: its value is "outbox".
+const HeaderSource = "hookd-source"
+
+// Config configures a Relay.
+type Config struct {
+	// Slot is the logical replication slot's name; slots are cluster-wide,
+	// so two hookd installations on one Postgres server need different
+	// names. Defaults to "hookd_relay".
+	Slot string
+	// Publication is the publication's name. Defaults to "hookd_outbox".
+	Publication string
+	// EventsTopic receives the envelopes. Defaults to "webhooks.events".
+	EventsTopic string
+	// DLQTopic receives a summary dead letter for each row that can never
+	// be published. Defaults to EventsTopic's prefix followed by ".dlq"
+	// ("webhooks.dlq").
+	DLQTopic string
+	// MaxEnvelopeBytes is the largest envelope the relay publishes; a row
+	// whose envelope is larger is dead-lettered as oversize. It should be
+	// the router's MaxEnvelopeBytes. Between 1024 and topics.MaxEnvelopeBytes
+	// (960 KiB). Defaults to 256 KiB (event.DefaultMaxBytes).
+	MaxEnvelopeBytes int
+	// LockKey is the advisory lock key relays compete for. Defaults to a
+	// hash of Slot.
+	LockKey int64
+	// LeaderPoll is how often a waiting relay tries the lock, and how
+	// often the leader checks its lock connection. Defaults to 1s.
+	LeaderPoll time.Duration
+	// StatusInterval is how often the leader reports its confirmed
+	// position to Postgres; after a crash, at most about this much of the
+	// stream is published again. Defaults to 250ms.
+	StatusInterval time.Duration
+	// PruneInterval is how often the leader deletes old outbox rows.
+	// Defaults to 30s.
+	PruneInterval time.Duration
+	// PruneAfter is the age past which committed outbox rows are deleted;
+	// they are in the slot's WAL already, so it only bounds how long they
+	// stay readable in the table. Defaults to 10m.
+	PruneAfter time.Duration
+	// PruneBatch caps the rows deleted per statement. Defaults to 10000.
+	PruneBatch int
+	// MetricsInterval is how often the slot's lag is measured. Defaults
+	// to 10s.
+	MetricsInterval time.Duration
+	// RetryBackoff is the first pause after the stream fails; it doubles
+	// up to 30s. Defaults to 500ms.
+	RetryBackoff time.Duration
+	// DrainTimeout bounds waiting for Kafka's acks at shutdown. Defaults
+	// to 30s.
+	DrainTimeout time.Duration
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+func (c *Config) setDefaults() {
+	if c.Slot == "" {
+		c.Slot = "hookd_relay"
+	}
+	if c.Publication == "" {
+		c.Publication = "hookd_outbox"
+	}
+	if c.EventsTopic == "" {
+		c.EventsTopic = "webhooks.events"
+	}
+	if c.DLQTopic == "" {
+		c.DLQTopic = strings.TrimSuffix(c.EventsTopic, ".events") + ".dlq"
+	}
+	if c.MaxEnvelopeBytes == 0 {
+		c.MaxEnvelopeBytes = event.DefaultMaxBytes
+	}
+	if c.LockKey == 0 {
+		h := fnv.New64a()
+		h.Write([]byte("hookd relay " + c.Slot))
+		c.LockKey = int64(h.Sum64())
+	}
+	if c.LeaderPoll == 0 {
+		c.LeaderPoll = time.Second
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = 250 * time.Millisecond
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = 30 * time.Second
+	}
+	if c.PruneAfter == 0 {
+		c.PruneAfter = 10 * time.Minute
+	}
+	if c.PruneBatch == 0 {
+		c.PruneBatch = 10000
+	}
+	if c.MetricsInterval == 0 {
+		c.MetricsInterval = 10 * time.Second
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 500 * time.Millisecond
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case !nameRE.MatchString(c.Slot):
+		return fmt.Errorf("relay slot: %q must be 1..63 of a-z, 0-9 and _", c.Slot)
+	case !nameRE.MatchString(c.Publication):
+		return fmt.Errorf("relay publication: %q must be 1..63 of a-z, 0-9 and _", c.Publication)
+	case c.EventsTopic == "":
+		return errors.New("relay events topic: must be set")
+	case c.DLQTopic == c.EventsTopic:
+		return fmt.Errorf("relay dlq topic: must differ from the events topic %q", c.EventsTopic)
+	case c.MaxEnvelopeBytes < 1024 || c.MaxEnvelopeBytes > topics.MaxEnvelopeBytes:
+		return fmt.Errorf("relay max envelope bytes: must be between 1024 and %d, got %d", topics.MaxEnvelopeBytes, c.MaxEnvelopeBytes)
+	case c.LeaderPoll < 10*time.Millisecond:
+		return fmt.Errorf("relay leader poll: must be at least 10ms, got %s", c.LeaderPoll)
+	case c.StatusInterval < 10*time.Millisecond || c.StatusInterval > 30*time.Second:
+		return fmt.Errorf("relay status interval: must be between 10ms and 30s, got %s", c.StatusInterval)
+	case c.PruneInterval < 10*time.Millisecond:
+		return fmt.Errorf("relay prune interval: must be at least 10ms, got %s", c.PruneInterval)
+	case c.PruneAfter < 0:
+		return fmt.Errorf("relay prune after: must not be negative, got %s", c.PruneAfter)
+	case c.PruneBatch < 1:
+		return fmt.Errorf("relay prune batch: must be at least 1, got %d", c.PruneBatch)
+	case c.MetricsInterval < 10*time.Millisecond:
+		return fmt.Errorf("relay metrics interval: must be at least 10ms, got %s", c.MetricsInterval)
+	case c.RetryBackoff < time.Millisecond:
+		return fmt.Errorf("relay retry backoff: must be at least 1ms, got %s", c.RetryBackoff)
+	case c.DrainTimeout < time.Second:
+		return fmt.Errorf("relay drain timeout: must be at least 1s, got %s", c.DrainTimeout)
+	}
+	return nil
+}
+
+// Deps are the Relay's collaborators.
+type Deps struct {
+	// Store is required; the replication connection is opened with its
+	// connection settings.
+	Store *store.Store
+	// KafkaOpts are the shared client options (seed brokers, logging,
+	// metrics).
+	KafkaOpts []kgo.Opt
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the relay metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+}
+
+// Relay is the outbox CDC relay.
+type Relay struct {
+	cfg    Config
+	st     *store.Store
+	opts   []kgo.Opt
+	logger *slog.Logger
+	m      metrics
+
+	leading atomic.Bool
+}
+
+type metrics struct {
+	leader     prometheus.Gauge
+	retained   prometheus.Gauge
+	lag        prometheus.Gauge
+	confirmed  prometheus.Gauge
+	published  prometheus.Counter
+	backfilled prometheus.Counter
+	pruned     prometheus.Counter
+	failures   prometheus.Counter
+	// deadLettered counts rows dead-lettered instead of published, by
+	// reason.
+	deadLettered *prometheus.CounterVec
+}
+
+// New validates cfg and returns a Relay; Run starts it.
+func New(cfg Config, deps Deps) (*Relay, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil {
+		return nil, errors.New("relay: no store")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	r := &Relay{cfg: cfg, st: deps.Store, opts: deps.KafkaOpts, logger: deps.Logger.With("slot", cfg.Slot)}
+	r.m = metrics{
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_leader",
+			Help: "1 while this relay holds the leader lock and streams, else 0."}),
+		retained: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_slot_retained_wal_bytes",
+			Help: "WAL bytes the relay's replication slot keeps on the Postgres server (current WAL position minus restart_lsn)."}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_slot_lag_bytes",
+			Help: "WAL bytes written since the slot's confirmed position (current WAL position minus confirmed_flush_lsn)."}),
+		confirmed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_confirmed_lsn",
+			Help: "The slot's confirmed_flush_lsn as a number: every outbox commit before it is acknowledged by Kafka."}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_events_published_total",
+			Help: "Outbox rows produced to the events topic and acknowledged (replays after a crash count again)."}),
+		backfilled: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_events_backfilled_total",
+			Help: "Outbox rows published from the snapshot taken when the slot was created."}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_outbox_pruned_total",
+			Help: "Outbox rows deleted by the relay's pruning."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_stream_failures_total",
+			Help: "Times the replication stream failed and was restarted."}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_relay_events_dead_lettered_total",
+			Help: "Outbox rows dead-lettered instead of published, by reason: oversize (envelope over the limit) or unpublishable (refused by Kafka)."},
+			[]string{"reason"}),
+	}
+	for _, reason := range []string{deadletter.ReasonOversize, deadletter.ReasonUnpublishable} {
+		r.m.deadLettered.WithLabelValues(reason)
+	}
+	if deps.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.m.leader, r.m.retained, r.m.lag, r.m.confirmed, r.m.published,
+			r.m.backfilled, r.m.pruned, r.m.failures, r.m.deadLettered} {
+			if err := deps.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("relay metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Name names the role.
+func (r *Relay) Name() string { return "relay" }
+
+// Leading reports whether this relay currently streams.
+func (r *Relay) Leading() bool { return r.leading.Load() }
+
+// Run competes for leadership and streams while it leads, until ctx ends;
+// then it waits for Kafka's acks (within DrainTimeout), confirms what was
+// acknowledged, releases the lock and returns nil. Transient failures are
+// retried with backoff; a setup problem only the operator can fix
+// (wal_level, REPLICATION attribute, a foreign slot or publication) is
+// returned as one line.
+func (r *Relay) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, r.opts...), kgo.DefaultProduceTopic(r.cfg.EventsTopic))...)
+	if err != nil {
+		return fmt.Errorf("relay kafka client: %w", err)
+	}
+	defer cl.Close()
+	// A client of its own for retrying a refused record alone: nothing
+	// else shares its batches.
+	solo, err := kgo.NewClient(append(append([]kgo.Opt{}, r.opts...), kgo.DefaultProduceTopic(r.cfg.EventsTopic))...)
+	if err != nil {
+		return fmt.Errorf("relay kafka client: %w", err)
+	}
+	defer solo.Close()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	mctx, stopMetrics := context.WithCancel(ctx)
+	defer stopMetrics()
+	wg.Go(func() { r.measure(mctx) })
+
+	backoff := r.cfg.RetryBackoff
+	for {
+		led, err := r.lead(ctx, cl, solo)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, store.ErrRelaySetup) {
+			return err
+		}
+		if led {
+			backoff = r.cfg.RetryBackoff
+		}
+		r.m.failures.Inc()
+		r.logger.WarnContext(ctx, "relay stream stopped; retrying", "error", err.Error(), "retry_in", backoff.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// lead waits for the lock, then streams until ctx ends or something
+// fails. led reports whether it got to stream.
+func (r *Relay) lead(ctx context.Context, cl, solo *kgo.Client) (led bool, err error) {
+	lock, err := r.waitForLock(ctx)
+	if err != nil || lock == nil {
+		return false, err
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+	r.leading.Store(true)
+	r.m.leader.Set(1)
+	defer func() {
+		r.leading.Store(false)
+		r.m.leader.Set(0)
+	}()
+	r.logger.InfoContext(ctx, "relay is the leader")
+
+	if err := r.st.CheckLogicalReplication(ctx); err != nil {
+		return false, err
+	}
+	if err := r.st.EnsureOutboxPublication(ctx, r.cfg.Publication); err != nil {
+		return false, err
+	}
+
+	sctx, stop := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	// Stop the lock watcher before waiting for it: when stream returns on
+	// its own (a setup error such as a foreign slot), sctx is still live.
+	defer func() {
+		stop(nil)
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		t := time.NewTicker(r.cfg.LeaderPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+				if err := lock.Check(sctx); err != nil && sctx.Err() == nil {
+					stop(err)
+					return
+				}
+			}
+		}
+	})
+	return true, r.stream(sctx, ctx, cl, solo, &wg)
+}
+
+func (r *Relay) waitForLock(ctx context.Context) (*store.LeaderLock, error) {
+	logged := false
+	for {
+		lock, err := r.st.TryLeaderLock(ctx, r.cfg.LockKey)
+		if err != nil || lock != nil {
+			return lock, err
+		}
+		if !logged {
+			r.logger.InfoContext(ctx, "relay standing by: another relay holds the leader lock")
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(r.cfg.LeaderPoll):
+		}
+	}
+}
+
+func (r *Relay) replicationConfig() *pgconn.Config {
+	cfg := r.st.Pool().Config().ConnConfig.Config.Copy()
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["application_name"] = "hookd-relay"
+	return cfg
+}
+
+// measure refreshes the slot metrics until ctx ends.
+func (r *Relay) measure(ctx context.Context) {
+	t := time.NewTicker(r.cfg.MetricsInterval)
+	defer t.Stop()
+	for {
+		lag, err := r.st.ReplicationSlotLag(ctx, r.cfg.Slot)
+		if err == nil {
+			r.m.retained.Set(float64(lag.RetainedBytes))
+			r.m.lag.Set(float64(lag.LagBytes))
+			r.m.confirmed.Set(float64(lag.ConfirmedLSN))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// prune deletes old outbox rows every PruneInterval until ctx ends.
+func (r *Relay) prune(ctx context.Context) {
+	t := time.NewTicker(r.cfg.PruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := r.st.PruneOutbox(ctx, r.cfg.PruneAfter, r.cfg.PruneBatch)
+		r.m.pruned.Add(float64(n))
+		if err != nil && ctx.Err() == nil {
+			r.logger.WarnContext(ctx, "relay outbox pruning failed", "error", err.Error())
+		}
+	}
+}
+
+// envelope renders an outbox row as an event envelope record.
+func (r *Relay) record(row store.OutboxRow) (*kgo.Record, error) {
+	v, err := event.Marshal(event.Envelope{ID: row.ID, Account: row.Account, Type: row.Type, Data: row.Payload, Created: row.CreatedAt})
+	if err != nil {
+		return nil, fmt.Errorf("outbox row %s: %w", row.ID, err)
+	}
+	return &kgo.Record{Topic: r.cfg.EventsTopic, Key: []byte(row.Account), Value: v,
+		Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: []byte("outbox")}}}, nil
+}
+
+// decodeInsert reads an outbox row from a pgoutput insert.
+func decodeInsert(rel *pglogrepl.RelationMessage, ins *pglogrepl.InsertMessage, types *pgtype.Map) (store.OutboxRow, error) {
+	var row store.OutboxRow
+	if ins.Tuple == nil || len(ins.Tuple.Columns) != len(rel.Columns) {
+		return row, errors.New("insert tuple does not match the outbox relation")
+	}
+	seen := 0
+	for i, col := range ins.Tuple.Columns {
+		name := rel.Columns[i].Name
+		if col.DataType != pglogrepl.TupleDataTypeText {
+			if col.DataType == pglogrepl.TupleDataTypeNull && (name == "payload" || name == "created_at") {
+				continue
+			}
+			switch name {
+			case "id", "account", "type":
+				return row, fmt.Errorf("outbox column %s is not text in the WAL (kind %q)", name, col.DataType)
+			}
+			continue
+		}
+		switch name {
+		case "id":
+			row.ID = string(col.Data)
+			seen++
+		case "account":
+			row.Account = string(col.Data)
+			seen++
+		case "type":
+			row.Type = string(col.Data)
+			seen++
+		case "payload":
+			row.Payload = append([]byte(nil), col.Data...)
+		case "created_at":
+			var ts pgtype.Timestamptz
+			if err := types.Scan(pgtype.TimestamptzOID, pgtype.TextFormatCode, col.Data, &ts); err != nil {
+				return row, fmt.Errorf("outbox created_at %q: %w", col.Data, err)
+			}
+			row.CreatedAt = ts.Time
+		}
+	}
+	if seen != 3 {
+		return row, errors.New("outbox insert lacks id, account or type")
+	}
+	return row, nil
+}
+
+// isSlotBusy reports whether err says the slot is in use by another
+// connection (a previous leader's walsender not yet gone).
+func isSlotBusy(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55006"
+}

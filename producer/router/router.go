@@ -1,0 +1,405 @@
+// Package router owns the fan-out stage: a consumer group on the events
+// topic that validates each envelope, dead-letters the invalid ones with
+// their reason and original bytes, and turns each valid event into one
+// delivery record per subscribed endpoint of its account (disabled ones
+// too: the dispatcher dead-letters those, so they can be resent) on the
+// deliveries topic (key = endpoint id). Offsets are committed only once
+// every record of the batch is acknowledged by Kafka. Both ingress paths
+// (the outbox relay and producers writing to the events topic) come through
+// here. It never sends HTTP and never touches Postgres: the 'pending'
+// delivery rows are written by the attempt-log writer from the deliveries
+// topic, so a Postgres outage does not stop fan-out. An oversize envelope
+// is dead-lettered as a summary (deadletter.SummaryRecord: size, limit, id,
+// account and type when readable) rather than a copy: the copy plus the
+// dead-letter headers could exceed the record limit and be refused forever,
+// while the original stays readable at its origin offset.
+//
+// Applications should not import this package: it is hookd's own code, with no compatibility promise.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/producer/event"
+)
+
+// HeaderEnvelopeError is added to a dead-lettered envelope next to the
+// deadletter headers: the envelope's rejection reason and detail, one line,
+// e.g. "missing_type: type is missing". The reason alone is also in
+// deadletter.HeaderErrorClass, and deadletter.HeaderReason is
+// deadletter.ReasonInvalidEnvelope.
+const HeaderEnvelopeError = "hookd-dlq-envelope-error"
+
+// Matcher finds the endpoints an event fans out to; *endpoint.Index
+// implements it.
+type Matcher interface {
+	// Match appends the endpoints of account subscribed to eventType,
+	// disabled ones included, to dst.
+	Match(account, eventType string, dst []*endpoint.Endpoint) []*endpoint.Endpoint
+	// Ready is closed once the endpoints are loaded.
+	Ready() <-chan struct{}
+}
+
+var _ Matcher = (*endpoint.Index)(nil)
+
+// Config configures a Router.
+type Config struct {
+	// Topics names the events (consumed), deliveries and dead-letter
+	// (produced) topics. Defaults to topics.NamesFor(topics.Config{}).
+	Topics topics.Names
+	// Group is the consumer group id. Defaults to "hookd-router".
+	Group string
+	// MaxEnvelopeBytes rejects larger envelopes as oversize; the relay's
+	// MaxEnvelopeBytes should be the same. Between 1024 and
+	// topics.MaxEnvelopeBytes (960 KiB). Defaults to 256 KiB
+	// (event.DefaultMaxBytes).
+	MaxEnvelopeBytes int
+	// MaxPollRecords caps one batch. Defaults to 5000.
+	MaxPollRecords int
+	// RetryBackoff is the first pause before re-trying a failed write of a
+	// batch to Kafka or Postgres; it doubles up to 30s. Defaults to 250ms.
+	RetryBackoff time.Duration
+	// DrainTimeout bounds finishing the batch in hand at shutdown.
+	// Defaults to 30s.
+	DrainTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Topics.Events == "" && c.Topics.Deliveries == "" && c.Topics.DLQ == "" {
+		c.Topics = topics.NamesFor(topics.Config{})
+	}
+	if c.Group == "" {
+		c.Group = "hookd-router"
+	}
+	if c.MaxEnvelopeBytes == 0 {
+		c.MaxEnvelopeBytes = event.DefaultMaxBytes
+	}
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = 5000
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 250 * time.Millisecond
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Topics.Events == "":
+		return errors.New("router events topic: must be set")
+	case c.Topics.Deliveries == "":
+		return errors.New("router deliveries topic: must be set")
+	case c.Topics.DLQ == "":
+		return errors.New("router dlq topic: must be set")
+	case c.MaxEnvelopeBytes < 1024 || c.MaxEnvelopeBytes > topics.MaxEnvelopeBytes:
+		return fmt.Errorf("router max envelope bytes: must be between 1024 and %d, got %d", topics.MaxEnvelopeBytes, c.MaxEnvelopeBytes)
+	case c.MaxPollRecords < 1:
+		return fmt.Errorf("router max poll records: must be at least 1, got %d", c.MaxPollRecords)
+	case c.RetryBackoff < time.Millisecond:
+		return fmt.Errorf("router retry backoff: must be at least 1ms, got %s", c.RetryBackoff)
+	case c.DrainTimeout < time.Second:
+		return fmt.Errorf("router drain timeout: must be at least 1s, got %s", c.DrainTimeout)
+	}
+	return nil
+}
+
+// Deps are the Router's collaborators.
+type Deps struct {
+	// Endpoints is required.
+	Endpoints Matcher
+	// KafkaOpts are the shared client options (seed brokers, logging,
+	// metrics); the router adds its consumer group options.
+	KafkaOpts []kgo.Opt
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the router metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+}
+
+// Router is the fan-out stage.
+type Router struct {
+	cfg    Config
+	deps   Deps
+	logger *slog.Logger
+	m      metrics
+}
+
+type metrics struct {
+	events     *prometheus.CounterVec
+	invalid    *prometheus.CounterVec
+	deliveries prometheus.Counter
+	retries    *prometheus.CounterVec
+	batch      prometheus.Histogram
+}
+
+// New validates cfg and returns a Router; Run starts it.
+func New(cfg Config, deps Deps) (*Router, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Endpoints == nil {
+		return nil, errors.New("router: no endpoint index")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger}
+	r.m = metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_events_total",
+			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed endpoint) or invalid (dead-lettered)."},
+			[]string{"result"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_invalid_events_total",
+			Help: "Envelopes dead-lettered by the router, by reason."}, []string{"reason"}),
+		deliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_deliveries_total",
+			Help: "Delivery records produced by the router (one per event and subscribed endpoint)."}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_write_retries_total",
+			Help: "Retried writes of a batch, by target (kafka: the router writes nowhere else)."}, []string{"target"}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookd_router_batch_seconds",
+			Help: "Time to fan out one polled batch, from poll to offset commit.", Buckets: prometheus.DefBuckets}),
+	}
+	for _, res := range []string{"fanned_out", "no_match", "invalid"} {
+		r.m.events.WithLabelValues(res)
+	}
+	if deps.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.m.events, r.m.invalid, r.m.deliveries, r.m.retries, r.m.batch} {
+			if err := deps.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("router metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Name names the role.
+func (r *Router) Name() string { return "router" }
+
+// Run waits for the endpoint index, joins the consumer group and fans out
+// until ctx ends; then it finishes the batch in hand (within DrainTimeout),
+// commits, leaves the group and returns nil.
+func (r *Router) Run(ctx context.Context) error {
+	select {
+	case <-r.deps.Endpoints.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	opts := append([]kgo.Opt{}, r.deps.KafkaOpts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.ConsumeTopics(r.cfg.Topics.Events),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("router kafka client: %w", err)
+	}
+	defer cl.Close()
+	r.logger.InfoContext(ctx, "router consuming", "topic", r.cfg.Topics.Events, "group", r.cfg.Group)
+
+	b := &batch{}
+	for {
+		fetches := cl.PollRecords(ctx, r.cfg.MaxPollRecords)
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				r.logger.WarnContext(ctx, "router fetch failed", "topic", topic, "partition", p, "error", err.Error())
+			}
+		})
+		recs := fetches.Records()
+		if len(recs) > 0 {
+			// The batch in hand is finished even if ctx ends meanwhile.
+			drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DrainTimeout)
+			start := time.Now()
+			err := r.handle(drainCtx, ctx, cl, b, recs)
+			if err == nil {
+				err = cl.CommitUncommittedOffsets(drainCtx)
+				if err != nil {
+					// The records will be read again: duplicates, not loss.
+					r.logger.WarnContext(ctx, "router offset commit failed", "error", err.Error())
+					err = nil
+				}
+			}
+			cancel()
+			r.m.batch.Observe(time.Since(start).Seconds())
+			if err != nil {
+				cl.AllowRebalance()
+				if ctx.Err() != nil {
+					r.logger.WarnContext(ctx, "router stopped with a batch unwritten; it will be read again", "records", len(recs), "error", err.Error())
+					return nil
+				}
+				return err
+			}
+		}
+		cl.AllowRebalance()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// batch is the reusable scratch space of one polled batch.
+type batch struct {
+	out     []*kgo.Record
+	matches []*endpoint.Endpoint
+}
+
+// handle fans out recs and returns once every output record is acked. It
+// retries failed writes until they succeed or ctx
+// (the drain deadline) ends; stop ending only shortens the backoff waits.
+func (r *Router) handle(ctx, stop context.Context, cl *kgo.Client, b *batch, recs []*kgo.Record) error {
+	b.out = b.out[:0]
+	var fanned, noMatch, invalid, deliveries float64
+	for _, rec := range recs {
+		env, err := event.Parse(rec.Value, event.Origin{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp},
+			r.cfg.MaxEnvelopeBytes)
+		var body []byte
+		if err == nil {
+			body, err = delivery.Body(env.ID, env.Type, env.Created, env.Data)
+			if err != nil {
+				err = &event.InvalidError{Reason: event.ReasonInvalidData, Detail: err.Error()}
+			}
+		}
+		if err != nil {
+			b.out = append(b.out, r.deadLetter(rec, err))
+			invalid++
+			continue
+		}
+		b.matches = r.deps.Endpoints.Match(env.Account, env.Type, b.matches[:0])
+		if len(b.matches) == 0 {
+			noMatch++
+			r.logger.InfoContext(ctx, "event matched no endpoint", "event_id", env.ID, "account", env.Account, "event_type", env.Type,
+				"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
+			continue
+		}
+		fanned++
+		for _, ep := range b.matches {
+			d := delivery.Delivery{
+				ID: delivery.ID(env.ID, ep.ID), EventID: env.ID, EventType: env.Type, EndpointID: ep.ID,
+				Account: env.Account, EventCreated: env.Created, Attempt: 1, Body: body,
+			}
+			b.out = append(b.out, d.Record(r.cfg.Topics.Deliveries))
+			deliveries++
+		}
+	}
+
+	if err := r.produceAll(ctx, stop, cl, b.out); err != nil {
+		return err
+	}
+	r.m.events.WithLabelValues("fanned_out").Add(fanned)
+	r.m.events.WithLabelValues("no_match").Add(noMatch)
+	r.m.events.WithLabelValues("invalid").Add(invalid)
+	r.m.deliveries.Add(deliveries)
+	return nil
+}
+
+func (r *Router) deadLetter(rec *kgo.Record, err error) *kgo.Record {
+	reason, detail := "invalid_envelope", err.Error()
+	var ie *event.InvalidError
+	if errors.As(err, &ie) {
+		reason = string(ie.Reason)
+	}
+	r.m.invalid.WithLabelValues(reason).Inc()
+	r.logger.Warn("invalid event envelope dead-lettered", "reason", reason, "detail", detail,
+		"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
+	p := deadletter.Provenance{
+		OriginTopic: rec.Topic, OriginPartition: rec.Partition, OriginOffset: rec.Offset,
+		ErrorClass: reason, Reason: deadletter.ReasonInvalidEnvelope, DeadAt: time.Now(),
+	}
+	var dl *kgo.Record
+	if reason == string(event.ReasonOversize) {
+		dl = deadletter.SummaryRecord(r.cfg.Topics.DLQ, rec.Key, oversizeSummary(rec.Value, r.cfg.MaxEnvelopeBytes, detail), p)
+	} else {
+		dl = deadletter.Record(r.cfg.Topics.DLQ, rec, p)
+	}
+	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderEnvelopeError, Value: []byte(detail)})
+	return dl
+}
+
+// oversizeSummary describes an oversize envelope: its size, the limit, and
+// its id, account and type if it is a JSON object that has them.
+func oversizeSummary(value []byte, limit int, detail string) deadletter.Summary {
+	var head struct {
+		ID      any `json:"id"`
+		Account any `json:"account"`
+		Type    any `json:"type"`
+	}
+	_ = json.Unmarshal(value, &head) // best effort: the summary stands without them
+	str := func(v any) string { s, _ := v.(string); return s }
+	return deadletter.Summary{EventID: str(head.ID), Account: str(head.Account), EventType: str(head.Type),
+		Size: len(value), Limit: limit, Detail: detail}
+}
+
+// produceAll produces recs and waits for every ack, re-producing the
+// failed ones with backoff.
+func (r *Router) produceAll(ctx, stop context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	pending := recs
+	backoff := r.cfg.RetryBackoff
+	for attempt := 0; ; attempt++ {
+		var (
+			mu     sync.Mutex
+			failed []*kgo.Record
+			last   error
+			wg     sync.WaitGroup
+		)
+		wg.Add(len(pending))
+		for _, rec := range pending {
+			cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, rec)
+					last = err
+					mu.Unlock()
+				}
+				wg.Done()
+			})
+		}
+		wg.Wait()
+		if len(failed) == 0 {
+			return nil
+		}
+		r.m.retries.WithLabelValues("kafka").Inc()
+		r.logger.WarnContext(ctx, "router produce failed; retrying", "records", len(failed), "error", last.Error(), "retry_in", backoff.String())
+		if err := sleep(ctx, stop, backoff); err != nil {
+			return fmt.Errorf("producing %d records: %w (last error: %v)", len(failed), err, last)
+		}
+		backoff = min(2*backoff, 30*time.Second)
+		pending = failed
+	}
+}
+
+// sleep waits d, or returns early: with an error when ctx (the drain
+// deadline) ends, or when stop ends and at least one retry has been made
+// (a stopping router gives up retrying quickly; the batch is re-read).
+func sleep(ctx, stop context.Context, d time.Duration) error {
+	if stop.Err() != nil {
+		return fmt.Errorf("stopping: %w", context.Cause(stop))
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-stop.Done():
+		return fmt.Errorf("stopping: %w", context.Cause(stop))
+	}
+}

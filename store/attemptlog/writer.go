@@ -1,0 +1,473 @@
+// Package attemptlog owns the durable attempt log: the writer role that
+// consumes attempt records from the attempts topic and appends them to
+// Postgres in batches (moving delivery state and endpoint health on in the
+// same transaction), and writes the 'pending' row of every record on the
+// deliveries topic (so the router never waits on Postgres). The partition maintainer
+// is in package maintenance.
+//
+// The writer commits Kafka offsets only after the Postgres transaction has
+// committed, so a crash or a Postgres outage loses nothing: unwritten records
+// stay in Kafka and are read again. While Postgres is down the writer stops
+// polling (memory stays bounded by one fetch) and retries the same batch with
+// backoff; dispatchers keep producing to Kafka unaffected. Writes are
+// idempotent, so records read twice change nothing. A record whose account
+// (hookd-account) is not the account of the endpoint id it names, or of the
+// delivery row with its id, is logged under its own account with one WARN,
+// and never moves another account's state: no endpoint health, no delivery
+// row but its own, and its own only to dead (never delivered on the word of
+// another account's receiver). It never makes delivery decisions and never
+// sends HTTP.
+//
+// Applications should not import this package: it is hookd's own code, with no compatibility promise.
+package attemptlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/store"
+	"github.com/hookd/hookd/store/maintenance"
+)
+
+// DefaultGroup is the consumer group of the attempt-log writers.
+const DefaultGroup = "hookd-attempt-log"
+
+// Config configures the Writer.
+type Config struct {
+	// Topic is the attempts topic. Defaults to "webhooks.attempts".
+	Topic string
+	// DeliveriesTopic is read too: each record on it (a fan-out or a
+	// replay) gets its 'pending' row in webhooks.deliveries, so the router
+	// never waits on Postgres. Defaults to "webhooks.deliveries".
+	DeliveriesTopic string
+	// OpsTopic receives endpoint.disabled events. Defaults to "webhooks.ops".
+	OpsTopic string
+	// Group is the consumer group; writers of one group share the
+	// partitions. Defaults to "hookd-attempt-log".
+	Group string
+	// MaxBatch caps the records written in one Postgres transaction.
+	// Defaults to 1000.
+	MaxBatch int
+	// DisableAfter is how long an endpoint may fail continuously before it
+	// is disabled (--disable-after). Defaults to 72h; at least 1m.
+	DisableAfter time.Duration
+	// RetryMin is the first wait after a failed Postgres write; it doubles
+	// up to RetryMax. Defaults to 100ms.
+	RetryMin time.Duration
+	// RetryMax caps the wait between two tries of a batch. Defaults to 5s.
+	RetryMax time.Duration
+	// WriteTimeout bounds one try of a batch, so that a Postgres that hangs
+	// (a lock held, a network partition) counts as down and is retried
+	// rather than waited on forever. Defaults to 30s.
+	WriteTimeout time.Duration
+	// DrainTimeout bounds, once Run's context ends, how long the batch in
+	// hand may still take to be written and committed; records not written
+	// by then are left uncommitted in Kafka. Defaults to 10s.
+	DrainTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.DeliveriesTopic == "" {
+		c.DeliveriesTopic = "webhooks.deliveries"
+	}
+	if c.Topic == "" {
+		c.Topic = "webhooks.attempts"
+	}
+	if c.OpsTopic == "" {
+		c.OpsTopic = "webhooks.ops"
+	}
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 1000
+	}
+	if c.DisableAfter == 0 {
+		c.DisableAfter = maintenance.DefaultDisableAfter
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = 100 * time.Millisecond
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 5 * time.Second
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.MaxBatch < 1 || c.MaxBatch > 100_000:
+		return fmt.Errorf("attempt log max batch: must be between 1 and 100000, got %d", c.MaxBatch)
+	case c.DisableAfter < time.Minute:
+		return fmt.Errorf("disable after: must be at least 1m, got %s", c.DisableAfter)
+	case c.RetryMin <= 0:
+		return fmt.Errorf("attempt log retry min: must be positive, got %s", c.RetryMin)
+	case c.RetryMax < c.RetryMin:
+		return fmt.Errorf("attempt log retry max: must be at least retry min (%s), got %s", c.RetryMin, c.RetryMax)
+	case c.WriteTimeout < 10*time.Millisecond:
+		return fmt.Errorf("attempt log write timeout: must be at least 10ms, got %s", c.WriteTimeout)
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("attempt log drain timeout: must not be negative, got %s", c.DrainTimeout)
+	}
+	return nil
+}
+
+// Deps are what the Writer works with.
+type Deps struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// Registerer receives the metrics. Required.
+	Registerer prometheus.Registerer
+	// KafkaOpts are the shared client options (seeds, logging, metrics); the
+	// writer adds its group, topic and manual commits. Its default fetch
+	// size (kgo.FetchMaxBytes, 8 MiB) can be overridden here.
+	KafkaOpts []kgo.Opt
+	// Clock returns now. Defaults to time.Now.
+	Clock func() time.Time
+}
+
+// Writer is the attempt-log writer role.
+type Writer struct {
+	cfg     Config
+	deps    Deps
+	m       *metrics
+	health  *maintenance.Metrics
+	backoff func(prev time.Duration) time.Duration
+	// skipped holds the attempt ids of the batch in hand that Postgres
+	// refused (Run's goroutine only).
+	skipped map[string]bool
+}
+
+// New checks cfg and registers the writer's metrics.
+func New(cfg Config, deps Deps) (*Writer, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil || deps.Logger == nil || deps.Registerer == nil {
+		return nil, errors.New("attempt log: store, logger and registerer are required")
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
+	m, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	hm, err := maintenance.NewMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{cfg: cfg, deps: deps, m: m, health: hm}
+	w.backoff = func(prev time.Duration) time.Duration {
+		if prev == 0 {
+			return cfg.RetryMin
+		}
+		return min(2*prev, cfg.RetryMax)
+	}
+	return w, nil
+}
+
+// Name is the role's name in logs.
+func (w *Writer) Name() string { return "attempt-log" }
+
+// Run consumes the attempts topic and writes the log until ctx ends, then
+// finishes the batch in hand (within DrainTimeout), commits its offsets and
+// leaves the group.
+func (w *Writer) Run(ctx context.Context) error {
+	// Attempt records are small: 8 MiB per broker fetch is thousands of
+	// them, and bounds what sits in memory while Postgres is down (kgo
+	// buffers one fetch per broker and fetches no more until it is polled).
+	// KafkaOpts may override it.
+	opts := append([]kgo.Opt{kgo.FetchMaxBytes(8 << 20)}, w.deps.KafkaOpts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(w.cfg.Group),
+		kgo.ConsumeTopics(w.cfg.Topic, w.cfg.DeliveriesTopic),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("attempt log: kafka client: %w", err)
+	}
+	defer cl.Close()
+	ann := maintenance.NewAnnouncer(cl, w.deps.Store, w.cfg.OpsTopic, w.deps.Logger, w.health)
+	w.deps.Logger.InfoContext(ctx, "attempt log writer started", "topic", w.cfg.Topic, "group", w.cfg.Group)
+	for {
+		fetches := cl.PollRecords(ctx, w.cfg.MaxBatch)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			// Records polled but not written stay uncommitted: the next
+			// writer of the group reads them again.
+			return nil
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			w.deps.Logger.WarnContext(ctx, "fetching attempt records", "topic", topic, "partition", partition, "error", err)
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		if err := w.handle(ctx, cl, ann, recs); err != nil {
+			w.deps.Logger.WarnContext(ctx, "attempt log writer stopping with a batch unwritten; it stays in Kafka and will be read again",
+				"records", len(recs), "error", err)
+			return nil
+		}
+	}
+}
+
+// handle writes one polled batch and commits its offsets. It returns an
+// error only when the drain deadline passed with the batch unwritten.
+func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *maintenance.Announcer, recs []*kgo.Record) error {
+	wctx, cancel := drainContext(ctx, w.cfg.DrainTimeout)
+	defer cancel()
+
+	oldest := recs[0].Timestamp
+	decoded := make([]*attempt.Record, 0, len(recs))
+	var pending []store.PendingDelivery
+	for _, kr := range recs {
+		oldest = minTime(oldest, kr.Timestamp)
+		if kr.Topic == w.cfg.DeliveriesTopic {
+			d, err := delivery.Decode(kr)
+			if err != nil {
+				// The dispatcher dead-letters it; nothing to log here.
+				continue
+			}
+			pending = append(pending, store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
+				Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated})
+			continue
+		}
+		r, err := attempt.Decode(kr)
+		if err != nil {
+			// Not storable, ever: say so loudly and move past it.
+			w.m.records.WithLabelValues("invalid").Inc()
+			w.deps.Logger.ErrorContext(ctx, "skipping an attempt record that cannot be stored",
+				"topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "error", err)
+			continue
+		}
+		decoded = append(decoded, r)
+	}
+	start := time.Now()
+	// Pending rows first, so that a delivery's row exists before its
+	// attempts move it on (either order ends the same: both are upserts
+	// that never move a row backwards).
+	if err := w.writePending(wctx, pending, oldest); err != nil {
+		return err
+	}
+	w.skipped = map[string]bool{}
+	res, err := w.write(wctx, decoded, oldest)
+	if err != nil {
+		return err
+	}
+	w.m.batches.Inc()
+	w.m.batchSize.Observe(float64(len(decoded)))
+	w.m.writeSeconds.Observe(time.Since(start).Seconds())
+	w.m.lag.Set(max(w.deps.Clock().Sub(oldest).Seconds(), 0))
+	w.count(decoded, res)
+	w.warnMismatches(wctx, res.Mismatched)
+	if len(res.Disabled) > 0 {
+		// Errors are logged by the announcer; the events stay owed in
+		// Postgres and the health monitor produces them later.
+		_ = ann.Disabled(wctx, res.Disabled)
+	}
+	if err := cl.CommitRecords(wctx, recs...); err != nil {
+		// Harmless beyond duplicates: the next commit covers these offsets,
+		// and records read again are no-ops.
+		w.m.commitErrors.Inc()
+		w.deps.Logger.WarnContext(ctx, "committing attempt-log offsets", "error", err)
+	}
+	return nil
+}
+
+// writePending inserts the pending delivery rows of a batch, retrying
+// transient Postgres errors with backoff until ctx ends. Rows Postgres
+// refuses for their data are skipped with a log line: the attempt log
+// creates a delivery's row from its first attempt anyway.
+func (w *Writer) writePending(ctx context.Context, rows []store.PendingDelivery, oldest time.Time) error {
+	var wait time.Duration
+	for try := 1; len(rows) > 0; try++ {
+		tctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+		mismatched, err := w.deps.Store.WritePendingDeliveries(tctx, rows)
+		cancel()
+		switch {
+		case err == nil:
+			w.m.postgresUp.Set(1)
+			w.m.records.WithLabelValues("pending").Add(float64(len(rows)))
+			w.warnMismatches(ctx, mismatched)
+			return nil
+		case errors.Is(err, store.ErrInvalidData):
+			w.m.writeErrors.WithLabelValues("invalid").Inc()
+			w.deps.Logger.ErrorContext(ctx, "skipping pending delivery rows Postgres refuses", "rows", len(rows), "error", err)
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		w.m.postgresUp.Set(0)
+		w.m.writeErrors.WithLabelValues("transient").Inc()
+		w.m.lag.Set(max(w.deps.Clock().Sub(oldest).Seconds(), 0))
+		wait = w.backoff(wait)
+		w.deps.Logger.WarnContext(ctx, "writing pending delivery rows failed; retrying the batch, records stay in Kafka",
+			"rows", len(rows), "try", try, "retry_in", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// write writes recs, retrying transient Postgres errors with backoff until
+// ctx ends. A batch Postgres refuses for its data is split until the
+// offending record is alone, which is logged and skipped.
+func (w *Writer) write(ctx context.Context, recs []*attempt.Record, oldest time.Time) (store.WriteAttemptsResult, error) {
+	var wait time.Duration
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+		res, err := w.deps.Store.WriteAttempts(tctx, store.WriteAttemptsParams{
+			Records: recs, Now: w.deps.Clock(), DisableAfter: w.cfg.DisableAfter,
+		})
+		cancel()
+		if err == nil {
+			w.m.postgresUp.Set(1)
+			return res, nil
+		}
+		if errors.Is(err, store.ErrInvalidData) {
+			w.m.writeErrors.WithLabelValues("invalid").Inc()
+			return w.split(ctx, recs, oldest, err)
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		w.m.postgresUp.Set(0)
+		w.m.writeErrors.WithLabelValues("transient").Inc()
+		w.m.lag.Set(max(w.deps.Clock().Sub(oldest).Seconds(), 0))
+		wait = w.backoff(wait)
+		w.deps.Logger.WarnContext(ctx, "writing attempt log failed; retrying the batch, records stay in Kafka",
+			"records", len(recs), "try", try, "retry_in", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (w *Writer) split(ctx context.Context, recs []*attempt.Record, oldest time.Time, cause error) (store.WriteAttemptsResult, error) {
+	if len(recs) == 1 {
+		r := recs[0]
+		w.skipped[r.AttemptID] = true
+		w.m.records.WithLabelValues("invalid").Inc()
+		w.deps.Logger.ErrorContext(ctx, "skipping an attempt record Postgres refuses",
+			"attempt_id", r.AttemptID, "delivery_id", r.DeliveryID, "error", cause)
+		return store.WriteAttemptsResult{Inserted: map[string]bool{}}, nil
+	}
+	half := len(recs) / 2
+	left, err := w.write(ctx, recs[:half], oldest)
+	if err != nil {
+		return left, err
+	}
+	right, err := w.write(ctx, recs[half:], oldest)
+	if err != nil {
+		return right, err
+	}
+	for id := range right.Inserted {
+		left.Inserted[id] = true
+	}
+	left.Disabled = append(left.Disabled, right.Disabled...)
+	left.Mismatched = append(left.Mismatched, right.Mismatched...)
+	return left, nil
+}
+
+// count updates the outcome metrics from the records new to the log only, so
+// that a redelivered batch is not counted twice.
+func (w *Writer) count(recs []*attempt.Record, res store.WriteAttemptsResult) {
+	counted := make(map[string]bool, len(res.Inserted))
+	for _, r := range recs {
+		if w.skipped[r.AttemptID] {
+			continue // counted as invalid
+		}
+		if !res.Inserted[r.AttemptID] || counted[r.AttemptID] {
+			w.m.records.WithLabelValues("duplicate").Inc()
+			continue
+		}
+		counted[r.AttemptID] = true
+		w.m.records.WithLabelValues("inserted").Inc()
+		w.m.attempts.WithLabelValues(attemptLabel(r.Attempt), string(r.Outcome)).Inc()
+		if r.NextAction == attempt.NextDeadLetter {
+			w.m.dlq.WithLabelValues(reasonLabel(r.DeadReason)).Inc()
+		}
+	}
+}
+
+// warnMismatches logs one WARN per record whose account is not the account
+// of the endpoint (or delivery row) it names, and counts it: the store
+// kept it out of the other account's state.
+func (w *Writer) warnMismatches(ctx context.Context, ms []store.AccountMismatch) {
+	for _, m := range ms {
+		w.m.records.WithLabelValues("account_mismatch").Inc()
+		w.deps.Logger.WarnContext(ctx, "record's account is not its endpoint's; kept out of that account's delivery state and endpoint health",
+			"attempt_id", m.AttemptID, "delivery_id", m.DeliveryID, "endpoint_id", m.EndpointID,
+			"account", m.Account, "owner_account", m.Owner)
+	}
+}
+
+// maxAttemptLabel bounds the attempt label: attempts beyond it share "16+".
+const maxAttemptLabel = 16
+
+func attemptLabel(n int) string {
+	if n >= maxAttemptLabel {
+		return strconv.Itoa(maxAttemptLabel) + "+"
+	}
+	return strconv.Itoa(n)
+}
+
+var reasonRE = regexp.MustCompile(`^[a-z0-9_.-]{1,48}$`)
+
+// reasonLabel keeps the DLQ reason label to the dispatcher's short codes;
+// free text (which would explode the series count) becomes "other".
+func reasonLabel(reason string) string {
+	switch {
+	case reason == "":
+		return "unknown"
+	case reasonRE.MatchString(reason):
+		return reason
+	default:
+		return "other"
+	}
+}
+
+// drainContext is ctx for as long as it lives, then drain longer: the batch
+// in hand gets a chance to be written and committed at shutdown.
+func drainContext(ctx context.Context, drain time.Duration) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(drain, cancel)
+		context.AfterFunc(wctx, func() { t.Stop() })
+	})
+	return wctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

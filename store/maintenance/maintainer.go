@@ -1,0 +1,136 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/store"
+)
+
+// MaintainerConfig configures the partition Maintainer.
+type MaintainerConfig struct {
+	// Retention: daily attempt partitions that end before now - Retention
+	// are dropped (--attempt-retention). Defaults to 30 days; at least 24h.
+	Retention time.Duration
+	// Ahead is how many days of partitions exist ahead of today, so that
+	// attempts never land in the default partition. Defaults to 3.
+	Ahead int
+	// Interval between two passes. Defaults to 1h.
+	Interval time.Duration
+}
+
+func (c *MaintainerConfig) setDefaults() {
+	if c.Retention == 0 {
+		c.Retention = 30 * 24 * time.Hour
+	}
+	if c.Ahead == 0 {
+		c.Ahead = 3
+	}
+	if c.Interval == 0 {
+		c.Interval = time.Hour
+	}
+}
+
+func (c *MaintainerConfig) validate() error {
+	switch {
+	case c.Retention < 24*time.Hour:
+		return fmt.Errorf("attempt retention: must be at least 24h, got %s", c.Retention)
+	case c.Ahead < 1 || c.Ahead > 60:
+		return fmt.Errorf("attempt partitions ahead: must be between 1 and 60, got %d", c.Ahead)
+	case c.Interval < 10*time.Millisecond:
+		return fmt.Errorf("attempt partition maintenance interval: must be at least 10ms, got %s", c.Interval)
+	}
+	return nil
+}
+
+// MaintainerDeps are what the Maintainer works with.
+type MaintainerDeps struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// Registerer receives the metrics. Required.
+	Registerer prometheus.Registerer
+	// Clock returns now. Defaults to time.Now.
+	Clock func() time.Time
+}
+
+// Maintainer is the attempt-partition maintenance role: at start and every
+// Interval it creates the daily partitions of webhooks.attempts ahead and
+// drops the ones past the retention (store.MaintainAttemptPartitions). It is
+// idempotent; running it in several processes is harmless (a pass that
+// races another one fails and is retried at the next interval).
+type Maintainer struct {
+	cfg     MaintainerConfig
+	deps    MaintainerDeps
+	dropped prometheus.Counter
+	errors  prometheus.Counter
+	last    prometheus.Gauge
+}
+
+// NewMaintainer checks cfg and registers the metrics.
+func NewMaintainer(cfg MaintainerConfig, deps MaintainerDeps) (*Maintainer, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil || deps.Logger == nil || deps.Registerer == nil {
+		return nil, errors.New("attempt partition maintenance: store, logger and registerer are required")
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
+	m := &Maintainer{cfg: cfg, deps: deps,
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookd_attempt_partitions_dropped_total",
+			Help: "Daily attempt-log partitions dropped for being older than the retention.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookd_attempt_partition_maintenance_errors_total",
+			Help: "Attempt-partition maintenance passes that failed.",
+		}),
+		last: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_attempt_partition_maintenance_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful attempt-partition maintenance pass.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.dropped, m.errors, m.last} {
+		if err := deps.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("registering attempt partition metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Name is the role's name in logs.
+func (m *Maintainer) Name() string { return "attempt-partitions" }
+
+// Run maintains at once, then every Interval, until ctx ends.
+func (m *Maintainer) Run(ctx context.Context) error {
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		now := m.deps.Clock()
+		res, err := m.deps.Store.MaintainAttemptPartitions(ctx, now, m.cfg.Ahead, m.cfg.Retention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			m.errors.Inc()
+			m.deps.Logger.WarnContext(ctx, "attempt partition maintenance failed; retrying at the next interval",
+				"error", err, "retry_in", m.cfg.Interval)
+		case err == nil:
+			m.last.Set(float64(now.Unix()))
+			m.dropped.Add(float64(len(res.Dropped)))
+			if len(res.Dropped) > 0 {
+				m.deps.Logger.InfoContext(ctx, "attempt partitions dropped", "partitions", res.Dropped, "retention", m.cfg.Retention)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/store"
+)
+
+// DefaultDisableAfter is how long an endpoint may fail continuously before
+// hookd disables it (--disable-after).
+const DefaultDisableAfter = 72 * time.Hour
+
+// MonitorConfig configures the Monitor.
+type MonitorConfig struct {
+	// OpsTopic receives endpoint.disabled events. Defaults to "webhooks.ops".
+	OpsTopic string
+	// DisableAfter is how long an endpoint may fail continuously before it
+	// is disabled. Defaults to 72h; at least 1m.
+	DisableAfter time.Duration
+	// Interval between two sweeps. Defaults to 1m.
+	Interval time.Duration
+	// FlushLimit caps the owed events produced per sweep. Defaults to 100.
+	FlushLimit int
+}
+
+func (c *MonitorConfig) setDefaults() {
+	if c.OpsTopic == "" {
+		c.OpsTopic = "webhooks.ops"
+	}
+	if c.DisableAfter == 0 {
+		c.DisableAfter = DefaultDisableAfter
+	}
+	if c.Interval == 0 {
+		c.Interval = time.Minute
+	}
+	if c.FlushLimit == 0 {
+		c.FlushLimit = 100
+	}
+}
+
+func (c *MonitorConfig) validate() error {
+	switch {
+	case c.DisableAfter < time.Minute:
+		return fmt.Errorf("disable after: must be at least 1m, got %s", c.DisableAfter)
+	case c.Interval < 10*time.Millisecond:
+		return fmt.Errorf("endpoint health interval: must be at least 10ms, got %s", c.Interval)
+	case c.FlushLimit < 1:
+		return fmt.Errorf("endpoint health flush limit: must be at least 1, got %d", c.FlushLimit)
+	}
+	return nil
+}
+
+// MonitorDeps are what the Monitor works with.
+type MonitorDeps struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// Registerer receives the metrics. Required.
+	Registerer prometheus.Registerer
+	// KafkaOpts build the producer of the ops topic (seeds, logging, ...).
+	KafkaOpts []kgo.Opt
+	// Clock returns now. Defaults to time.Now.
+	Clock func() time.Time
+}
+
+// Monitor is the endpoint-health sweep role. Every Interval it disables the
+// active endpoints failing for longer than DisableAfter (the attempt-log
+// writer does the same as attempts arrive; this catches endpoints that no
+// longer receive any), produces the endpoint.disabled events still owed, and
+// refreshes the hookd_endpoints_disabled gauge.
+type Monitor struct {
+	cfg      MonitorConfig
+	deps     MonitorDeps
+	metrics  *Metrics
+	disabled prometheus.Gauge
+	errors   prometheus.Counter
+}
+
+// NewMonitor checks cfg and registers the metrics.
+func NewMonitor(cfg MonitorConfig, deps MonitorDeps) (*Monitor, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil || deps.Logger == nil || deps.Registerer == nil {
+		return nil, errors.New("endpoint health: store, logger and registerer are required")
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
+	m, err := NewMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	mon := &Monitor{cfg: cfg, deps: deps, metrics: m,
+		disabled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_endpoints_disabled",
+			Help: "Endpoints in status disabled, as of the last health sweep.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookd_endpoint_health_sweep_errors_total",
+			Help: "Endpoint-health sweeps that failed (Postgres or Kafka unavailable).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{mon.disabled, mon.errors} {
+		if err := deps.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("registering endpoint health metrics: %w", err)
+		}
+	}
+	return mon, nil
+}
+
+// Name is the role's name in logs.
+func (m *Monitor) Name() string { return "endpoint-health" }
+
+// Run sweeps at once, then every Interval, until ctx ends.
+func (m *Monitor) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(m.deps.KafkaOpts...)
+	if err != nil {
+		return fmt.Errorf("endpoint health: kafka client: %w", err)
+	}
+	defer cl.Close()
+	ann := NewAnnouncer(cl, m.deps.Store, m.cfg.OpsTopic, m.deps.Logger, m.metrics)
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := m.sweep(ctx, ann); err != nil && ctx.Err() == nil {
+			m.errors.Inc()
+			m.deps.Logger.WarnContext(ctx, "endpoint health sweep failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// sweep runs one pass with ann.
+func (m *Monitor) sweep(ctx context.Context, ann *Announcer) error {
+	ds, err := m.deps.Store.DisableFailingEndpoints(ctx, m.deps.Clock(), m.cfg.DisableAfter)
+	if err != nil {
+		return err
+	}
+	// The fresh disablements are announced (and marked) here; Flush then
+	// finds only the older owed events.
+	errs := []error{ann.Disabled(ctx, ds), ann.Flush(ctx, m.cfg.FlushLimit)}
+	n, err := m.deps.Store.CountDisabledEndpoints(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		m.disabled.Set(float64(n))
+	}
+	return errors.Join(errs...)
+}
