@@ -61,18 +61,37 @@ type Endpoint struct {
 // Active reports whether the endpoint receives new deliveries.
 func (e *Endpoint) Active() bool { return e.Status == StatusActive }
 
+// OpsTypePrefix starts the type of hookd's own operational events
+// (hookd.endpoint.failing, hookd.delivery.dead_lettered, ...). An endpoint
+// receives them only when it subscribes to them by name: a pattern that
+// itself starts with "hookd." ("hookd.*", "hookd.endpoint.failing").
+const OpsTypePrefix = "hookd."
+
 // Subscribes reports whether the endpoint's event-type filter accepts
-// eventType. It ignores the status.
+// eventType. It ignores the status. An empty filter accepts every type
+// except hookd's operational events; see SubscriptionMatches.
 func (e *Endpoint) Subscribes(eventType string) bool {
 	if len(e.EventTypes) == 0 {
-		return true
+		return !strings.HasPrefix(eventType, OpsTypePrefix)
 	}
 	for _, p := range e.EventTypes {
-		if MatchType(p, eventType) {
+		if SubscriptionMatches(p, eventType) {
 			return true
 		}
 	}
 	return false
+}
+
+// SubscriptionMatches is the subscription rule: MatchType, except that a
+// "hookd." type (an operational event) is matched only by a pattern that
+// starts with "hookd." too, so "*" or "*.failing" never subscribe an
+// endpoint to hookd's alerts by accident. Filters over stored deliveries
+// (dead-letter replay) use MatchType.
+func SubscriptionMatches(pattern, eventType string) bool {
+	if strings.HasPrefix(eventType, OpsTypePrefix) && !strings.HasPrefix(pattern, OpsTypePrefix) {
+		return false
+	}
+	return MatchType(pattern, eventType)
 }
 
 // MatchType reports whether the event type t matches pattern, where "*"

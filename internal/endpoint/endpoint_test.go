@@ -230,3 +230,36 @@ func FuzzValidateURL(f *testing.F) {
 		}
 	})
 }
+
+// hookd's operational events reach only endpoints that subscribe to them
+// by name: "*", an empty filter or "*.failing" never match a "hookd." type.
+func TestSubscribesOpsEvents(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		types []string
+		want  bool
+	}{
+		{nil, false},
+		{[]string{"*"}, false},
+		{[]string{"*.failing"}, false},
+		{[]string{"*endpoint*"}, false},
+		{[]string{"hookd.*"}, true},
+		{[]string{"hookd.endpoint.failing"}, true},
+		{[]string{"hookd.delivery.*"}, false},
+		{[]string{"invoice.*", "hookd.endpoint.*"}, true},
+	} {
+		e := endpoint.Endpoint{EventTypes: c.types}
+		require.Equal(t, c.want, e.Subscribes("hookd.endpoint.failing"), "%q", c.types)
+	}
+	star := endpoint.Endpoint{EventTypes: []string{"*"}}
+	require.True(t, star.Subscribes("invoice.paid"))
+	require.True(t, star.Subscribes("hookdx.paid"))
+	require.True(t, endpoint.MatchType("*", "hookd.endpoint.failing"), "filters over stored deliveries keep plain matching")
+}
+
+func TestAlertSubject(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "ep_1", endpoint.AlertSubject("hookd.endpoint.failing", []byte(`{"endpoint_id":"ep_1"}`)))
+	require.Empty(t, endpoint.AlertSubject("invoice.paid", []byte(`{"endpoint_id":"ep_1"}`)))
+	require.Empty(t, endpoint.AlertSubject("hookd.endpoint.failing", []byte(`not json`)))
+}

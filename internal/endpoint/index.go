@@ -2,10 +2,12 @@ package endpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -341,6 +343,37 @@ func (x *Index) Match(account, eventType string, dst []*Endpoint) []*Endpoint {
 		}
 	}
 	return dst
+}
+
+// MatchEvent is Match for one event whose payload is data: for hookd's
+// operational events ("hookd." types) it leaves out the endpoint the event
+// is about (data's "endpoint_id"), so an alert about an endpoint is never
+// sent to that same endpoint.
+func (x *Index) MatchEvent(account, eventType string, data []byte, dst []*Endpoint) []*Endpoint {
+	start := len(dst)
+	dst = x.Match(account, eventType, dst)
+	subject := AlertSubject(eventType, data)
+	if subject == "" {
+		return dst
+	}
+	kept := slices.DeleteFunc(dst[start:], func(e *Endpoint) bool { return e.ID == subject })
+	return dst[:start+len(kept)]
+}
+
+// AlertSubject is the endpoint an operational event ("hookd." type) is
+// about: its data's "endpoint_id". It is "" for other types and for data
+// without one.
+func AlertSubject(eventType string, data []byte) string {
+	if !strings.HasPrefix(eventType, OpsTypePrefix) {
+		return ""
+	}
+	var v struct {
+		EndpointID string `json:"endpoint_id"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return ""
+	}
+	return v.EndpointID
 }
 
 // Endpoint returns the endpoint with id, disabled or not, as last seen by

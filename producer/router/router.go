@@ -46,9 +46,10 @@ const HeaderEnvelopeError = "hookd-dlq-envelope-error"
 // Matcher finds the endpoints an event fans out to; *endpoint.Index
 // implements it.
 type Matcher interface {
-	// Match appends the endpoints of account subscribed to eventType,
-	// disabled ones included, to dst.
-	Match(account, eventType string, dst []*endpoint.Endpoint) []*endpoint.Endpoint
+	// MatchEvent appends the endpoints of account subscribed to eventType,
+	// disabled ones included, to dst; for an operational event (a "hookd."
+	// type) it leaves out the endpoint data is about.
+	MatchEvent(account, eventType string, data []byte, dst []*endpoint.Endpoint) []*endpoint.Endpoint
 	// Ready is closed once the endpoints are loaded.
 	Ready() <-chan struct{}
 }
@@ -282,7 +283,7 @@ func (r *Router) handle(ctx, stop context.Context, cl *kgo.Client, b *batch, rec
 			invalid++
 			continue
 		}
-		b.matches = r.deps.Endpoints.Match(env.Account, env.Type, b.matches[:0])
+		b.matches = r.deps.Endpoints.MatchEvent(env.Account, env.Type, env.Data, b.matches[:0])
 		if len(b.matches) == 0 {
 			noMatch++
 			r.logger.InfoContext(ctx, "event matched no endpoint", "event_id", env.ID, "account", env.Account, "event_type", env.Type,
