@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
 	"time"
@@ -26,6 +27,8 @@ type result struct {
 	attempted bool // a request was sent (or refused by the breaker)
 	aborted   bool // cut by shutdown: leave the record unfinished
 
+	destination string // the endpoint URL the request went to (attempted only)
+
 	skip      string // ClassDisabled, ClassDeleted or ClassAccountMismatch: no request
 	deferred  string // ClassBacklogFull or ClassFairShare: no request
 	malformed error  // not a delivery record
@@ -48,6 +51,7 @@ func (d *Dispatcher) attempt(it *item) result {
 		res.verdict = Classify(0, err, 0, dl.ClientErrors)
 		return res
 	}
+	res.destination = t.URL // a request is made: the evidence names where it went
 	resp := d.sender.send(d.workCtx, t, dl, d.timeout(t))
 	res.duration = time.Since(start)
 	res.status, res.excerpt, res.err = resp.status, resp.excerpt, resp.err
@@ -200,6 +204,9 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 	if res.err != nil {
 		rec.Error = truncate(res.err.Error(), 512)
 	}
+	if res.destination != "" {
+		rec.Destination, rec.BodySHA256 = res.destination, bodyDigest(dl.Body)
+	}
 	switch p.action {
 	case attempt.NextRetry:
 		next := p.next.Record(d.names.Retry[p.tier])
@@ -242,6 +249,14 @@ func (d *Dispatcher) produceFailed(what string, src *kgo.Record, err error) bool
 	d.log.Error("producing "+what+" failed; the source record stays unfinished and will be re-read",
 		"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "error", err)
 	return false
+}
+
+// bodyDigest is the evidence of what was sent: the lowercase hex SHA-256
+// of the request body, which send posts unchanged. One hash per record
+// finished, on the stack but for the hex string the record carries.
+func bodyDigest(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
 }
 
 func newAttemptID() string {

@@ -97,7 +97,7 @@ var attemptInColumns = []string{
 	"attempt_id", "delivery_id", "event_id", "event_type", "endpoint_id", "account", "event_created_at",
 	"attempt", "tier", "started_at", "duration_ms", "status_code", "outcome", "error_class", "error",
 	"response_excerpt", "next_action", "next_due_at", "dead_reason", "dlq_topic", "dlq_partition",
-	"dlq_offset", "replay_id",
+	"dlq_offset", "replay_id", "destination", "body_sha256",
 }
 
 // The staging table lives as long as the connection and empties itself at
@@ -108,7 +108,7 @@ const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
 	attempt integer NOT NULL, tier text NOT NULL, started_at timestamptz NOT NULL, duration_ms integer NOT NULL,
 	status_code integer, outcome text NOT NULL, error_class text, error text, response_excerpt text,
 	next_action text NOT NULL, next_due_at timestamptz, dead_reason text, dlq_topic text, dlq_partition integer,
-	dlq_offset bigint, replay_id text, fresh boolean NOT NULL DEFAULT false, foreign_account text
+	dlq_offset bigint, replay_id text, destination text, body_sha256 text, fresh boolean NOT NULL DEFAULT false, foreign_account text
 ) ON COMMIT DELETE ROWS`
 
 // Append the batch; mark in staging the rows that were new to the log. Only
@@ -116,9 +116,11 @@ const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
 // never counts twice.
 const insertAttempts = `WITH ins AS (
 	INSERT INTO webhooks.attempts (attempt_id, delivery_id, event_id, endpoint_id, account, attempt, tier, started_at,
-		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id)
+		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id,
+		destination, body_sha256)
 	SELECT attempt_id, delivery_id, event_id, endpoint_id, account, attempt, tier, started_at,
-		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id
+		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id,
+		destination, body_sha256
 	FROM hookd_attempts_in
 	ON CONFLICT DO NOTHING
 	RETURNING attempt_id, started_at
@@ -392,6 +394,7 @@ func attemptRows(recs []*attempt.Record) [][]any {
 			int32(min(max(r.Duration.Milliseconds(), 0), math.MaxInt32)), nullStatusCode(r.StatusCode), cleanAttemptText(string(r.Outcome)),
 			nullAttemptText(r.ErrorClass), nullAttemptText(r.Error), nullAttemptText(r.ResponseExcerpt), cleanAttemptText(string(r.NextAction)),
 			nextDue, nullAttemptText(r.DeadReason), dlqTopic, dlqPartition, dlqOffset, nullAttemptText(r.ReplayID),
+			nullAttemptText(r.Destination), nullDigest(r.BodySHA256),
 		})
 	}
 	return rows
@@ -411,6 +414,16 @@ func nullAttemptText(s string) *string {
 	}
 	c := cleanAttemptText(s)
 	return &c
+}
+
+// nullDigest keeps a digest only if it is 64 lowercase hex characters (the
+// column's check): a malformed one from the attempts topic is dropped, not
+// allowed to fail the batch.
+func nullDigest(s string) *string {
+	if len(s) != 64 || strings.Trim(s, "0123456789abcdef") != "" {
+		return nil
+	}
+	return &s
 }
 
 func nullStatusCode(n int) *int32 {

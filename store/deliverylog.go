@@ -48,6 +48,11 @@ type Attempt struct {
 	ResponseExcerpt string    `json:"response_excerpt,omitempty"`
 	NextAction      string    `json:"next_action"`
 	ReplayID        string    `json:"replay_id,omitempty"`
+	// Destination is the URL the attempt was sent to and BodySHA256 the
+	// hex SHA-256 of the bytes sent; empty when no request was made or for
+	// attempts logged before hookd recorded them.
+	Destination string `json:"destination,omitempty"`
+	BodySHA256  string `json:"body_sha256,omitempty"`
 }
 
 const deliveryColumns = `id, event_id, endpoint_id, account, event_type, status, attempts, last_status_code,
@@ -186,7 +191,7 @@ func (s *Store) AttemptsOfDelivery(ctx context.Context, account, deliveryID stri
 		limit = 1000
 	}
 	rows, err := s.pool.Query(ctx, `SELECT attempt_id, delivery_id, attempt, tier, started_at, duration_ms,
-		status_code, outcome, error_class, error, response_excerpt, next_action, replay_id
+		status_code, outcome, error_class, error, response_excerpt, next_action, replay_id, destination, body_sha256
 		FROM webhooks.attempts a
 		WHERE delivery_id = $2 AND (account = $1 OR (account IS NULL AND EXISTS (
 			SELECT 1 FROM webhooks.deliveries d WHERE d.id = a.delivery_id AND d.account = $1)))
@@ -201,15 +206,17 @@ func (s *Store) AttemptsOfDelivery(ctx context.Context, account, deliveryID stri
 			a                           Attempt
 			code                        *int32
 			class, msg, excerpt, replay *string
+			dest, digest                *string
 		)
 		if err := rows.Scan(&a.AttemptID, &a.DeliveryID, &a.Attempt, &a.Tier, &a.StartedAt, &a.DurationMS, &code,
-			&a.Outcome, &class, &msg, &excerpt, &a.NextAction, &replay); err != nil {
+			&a.Outcome, &class, &msg, &excerpt, &a.NextAction, &replay, &dest, &digest); err != nil {
 			return nil, fmt.Errorf("reading attempts of %s: %s", deliveryID, oneLine(err))
 		}
 		if code != nil {
 			a.StatusCode = int(*code)
 		}
 		a.ErrorClass, a.Error, a.ResponseExcerpt, a.ReplayID = deref(class), deref(msg), deref(excerpt), deref(replay)
+		a.Destination, a.BodySHA256 = deref(dest), deref(digest)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {

@@ -79,6 +79,13 @@ type Record struct {
 	DLQ        *Position `json:"dlq,omitempty"`
 	DeadReason string    `json:"dead_reason,omitempty"`
 	ReplayID   string    `json:"replay_id,omitempty"`
+	// Destination is the endpoint URL the request was sent to, as it was
+	// at the time of the attempt; empty when no request was made.
+	Destination string `json:"destination,omitempty"`
+	// BodySHA256 is the lowercase hex SHA-256 of the exact request body
+	// sent (the evidence of what was delivered); empty when no request was
+	// made.
+	BodySHA256 string `json:"body_sha256,omitempty"`
 }
 
 // Validate reports a record the attempt log cannot store.
