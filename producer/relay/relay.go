@@ -45,6 +45,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/producer/event"
 	"github.com/hookd/hookd/store"
@@ -314,6 +315,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		if led {
 			backoff = r.cfg.RetryBackoff
 		}
+		if err == nil {
+			err = errors.New("the stream ended without saying why")
+		}
 		r.m.failures.Inc()
 		r.logger.WarnContext(ctx, "relay stream stopped; retrying", "error", err.Error(), "retry_in", backoff.String())
 		select {
@@ -332,7 +336,11 @@ func (r *Relay) lead(ctx context.Context, cl, solo *kgo.Client) (led bool, err e
 	if err != nil || lock == nil {
 		return false, err
 	}
-	defer lock.Release(context.WithoutCancel(ctx))
+	defer func() {
+		rctx, cancel := drain.Context(ctx, closeTimeout)
+		defer cancel()
+		lock.Release(rctx)
+	}()
 	r.leading.Store(true)
 	r.m.leader.Set(1)
 	defer func() {
@@ -349,14 +357,14 @@ func (r *Relay) lead(ctx context.Context, cl, solo *kgo.Client) (led bool, err e
 	}
 
 	sctx, stop := context.WithCancelCause(ctx)
-	var wg sync.WaitGroup
+	var watcher sync.WaitGroup
 	// Stop the lock watcher before waiting for it: when stream returns on
 	// its own (a setup error such as a foreign slot), sctx is still live.
 	defer func() {
 		stop(nil)
-		wg.Wait()
+		watcher.Wait()
 	}()
-	wg.Go(func() {
+	watcher.Go(func() {
 		t := time.NewTicker(r.cfg.LeaderPoll)
 		defer t.Stop()
 		for {
@@ -371,7 +379,7 @@ func (r *Relay) lead(ctx context.Context, cl, solo *kgo.Client) (led bool, err e
 			}
 		}
 	})
-	return true, r.stream(sctx, ctx, cl, solo, &wg)
+	return true, r.stream(sctx, ctx, cl, solo)
 }
 
 func (r *Relay) waitForLock(ctx context.Context) (*store.LeaderLock, error) {

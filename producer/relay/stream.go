@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/store"
 )
 
@@ -98,28 +99,62 @@ func (t *tracker) idle(at pglogrepl.LSN) {
 	}
 }
 
+// closeTimeout bounds closing a connection (the replication connection,
+// the leader lock's) after ctx ended.
+const closeTimeout = 5 * time.Second
+
 // stream runs one replication session until ctx ends (then it drains and
-// returns nil if parent ended too) or it fails.
-func (r *Relay) stream(ctx, parent context.Context, cl, solo *kgo.Client, wg *sync.WaitGroup) error {
+// returns nil if parent ended too) or it fails. Every exit after the start
+// of replication goes through the session's drain.
+func (r *Relay) stream(ctx, parent context.Context, cl, solo *kgo.Client) error {
 	conn, err := pgconn.ConnectConfig(ctx, r.replicationConfig())
 	if err != nil {
 		return fmt.Errorf("opening the replication connection: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := drain.Context(ctx, closeTimeout)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 
 	// Produces outlive ctx so that a stopping relay drains; they are
-	// cancelled only once the drain timeout is over.
-	pctx, cancelProduce := context.WithCancel(context.WithoutCancel(ctx))
+	// cancelled only once the drain is over.
+	pctx, cancelProduce := drain.Context(ctx, 0)
 	pub := r.startPublisher(pctx, cl, solo)
 	defer pub.wait()
 	defer cancelProduce()
 
-	if err := r.ensureSlot(ctx, conn, pub); err != nil {
-		return err
-	}
-	start, err := r.st.ReplicationSlotLag(ctx, r.cfg.Slot)
+	start, err := r.startReplication(ctx, conn, pub)
 	if err != nil {
 		return err
+	}
+	var wg sync.WaitGroup
+	pruneCtx, stopPrune := context.WithCancel(ctx)
+	defer wg.Wait()
+	defer stopPrune()
+	wg.Go(func() { r.prune(pruneCtx) })
+
+	s := &session{r: r, conn: conn, pub: pub, cancelProduce: cancelProduce,
+		tr: &tracker{confirmed: start}, sent: start,
+		relations: map[uint32]*pglogrepl.RelationMessage{}, types: pgtype.NewMap(),
+		nextStatus: time.Now().Add(r.cfg.StatusInterval)}
+	err = s.receiveLoop(ctx)
+	s.drain(ctx)
+	if err == nil && parent.Err() == nil {
+		err = context.Cause(ctx)
+	}
+	return err
+}
+
+// startReplication makes sure the slot exists (back-filled) and starts
+// streaming from its confirmed position, which it returns.
+func (r *Relay) startReplication(ctx context.Context, conn *pgconn.PgConn, pub *publisher) (pglogrepl.LSN, error) {
+	if err := r.ensureSlot(ctx, conn, pub); err != nil {
+		return 0, err
+	}
+	lag, err := r.st.ReplicationSlotLag(ctx, r.cfg.Slot)
+	if err != nil {
+		return 0, err
 	}
 	// LSN 0: resume from the slot's confirmed position, never from the
 	// server's current one.
@@ -127,112 +162,134 @@ func (r *Relay) stream(ctx, parent context.Context, cl, solo *kgo.Client, wg *sy
 		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", r.cfg.Publication)},
 	})
 	if isSlotBusy(err) {
-		return fmt.Errorf("replication slot %s is still in use by another connection (a previous leader closing): %w", r.cfg.Slot, err)
+		return 0, fmt.Errorf("replication slot %s is still in use by another connection (a previous leader closing): %w", r.cfg.Slot, err)
 	}
 	if err != nil {
-		return fmt.Errorf("starting replication on slot %s: %w", r.cfg.Slot, err)
+		return 0, fmt.Errorf("starting replication on slot %s: %w", r.cfg.Slot, err)
 	}
-	r.logger.InfoContext(ctx, "relay streaming", "from_lsn", pglogrepl.LSN(start.ConfirmedLSN).String())
-	wg.Go(func() { r.prune(ctx) })
+	start := pglogrepl.LSN(lag.ConfirmedLSN)
+	r.logger.InfoContext(ctx, "relay streaming", "from_lsn", start.String())
+	return start, nil
+}
 
-	tr := &tracker{confirmed: pglogrepl.LSN(start.ConfirmedLSN)}
-	sent := tr.confirmed
-	sendStatus := func(force bool) error {
-		c := tr.confirm()
-		if c == sent && !force {
-			return nil
-		}
-		if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: c}); err != nil {
-			return fmt.Errorf("confirming %s: %w", c, err)
-		}
-		sent = c
-		return nil
-	}
-	// drain waits for Kafka's acks and confirms what they cover.
-	drain := func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DrainTimeout)
-		defer cancel()
-		if err := pub.flush(fctx); err != nil {
-			r.logger.WarnContext(fctx, "relay drain: unacknowledged records will be re-published by the next leader", "error", err.Error())
-		}
-		cancelProduce()
-		if err := sendStatus(false); err != nil {
-			r.logger.WarnContext(fctx, "relay drain: final confirmation failed; the next leader re-publishes from the previous one", "error", err.Error())
-		}
-		r.logger.InfoContext(fctx, "relay stopped streaming", "confirmed_lsn", sent.String())
-	}
+// session is one replication session's state, from the start of
+// replication to its drain.
+type session struct {
+	r             *Relay
+	conn          *pgconn.PgConn
+	pub           *publisher
+	cancelProduce context.CancelFunc
+	tr            *tracker
+	// sent is the position last reported to Postgres.
+	sent       pglogrepl.LSN
+	relations  map[uint32]*pglogrepl.RelationMessage
+	types      *pgtype.Map
+	cur        *txn
+	nextStatus time.Time
+}
 
-	relations := map[uint32]*pglogrepl.RelationMessage{}
-	types := pgtype.NewMap()
-	var cur *txn
-	nextStatus := time.Now().Add(r.cfg.StatusInterval)
-	for {
-		if ctx.Err() != nil {
-			drain()
-			if parent.Err() != nil {
-				return nil
-			}
-			return context.Cause(ctx)
+// receiveLoop applies the stream's messages until ctx ends (it returns
+// nil) or something fails (it returns why). It does not drain.
+func (s *session) receiveLoop(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if err := s.tr.failed(); err != nil {
+			return fmt.Errorf("producing to %s: %w", s.r.cfg.EventsTopic, err)
 		}
-		if err := tr.failed(); err != nil {
-			drain()
-			return fmt.Errorf("producing to %s: %w", r.cfg.EventsTopic, err)
-		}
-		if !time.Now().Before(nextStatus) {
-			if err := sendStatus(true); err != nil {
-				drain()
+		if !time.Now().Before(s.nextStatus) {
+			if err := s.sendStatus(ctx, true); err != nil {
 				return err
 			}
-			nextStatus = time.Now().Add(r.cfg.StatusInterval)
+			s.nextStatus = time.Now().Add(s.r.cfg.StatusInterval)
 		}
-		rctx, cancel := context.WithDeadline(context.Background(), nextStatus)
-		msg, err := conn.ReceiveMessage(rctx)
-		cancel()
-		if err != nil {
-			if pgconn.Timeout(err) {
-				continue
-			}
-			drain()
-			return fmt.Errorf("replication stream: %w", err)
-		}
-		switch m := msg.(type) {
-		case *pgproto3.ErrorResponse:
-			drain()
-			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
-		case *pgproto3.CopyDone:
-			drain()
-			return errors.New("replication stream: the server ended it")
-		case *pgproto3.CopyData:
-			if len(m.Data) == 0 {
-				continue
-			}
-			switch m.Data[0] {
-			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
-				if err != nil {
-					drain()
-					return fmt.Errorf("replication keepalive: %w", err)
-				}
-				if cur == nil {
-					tr.confirm()
-					tr.idle(pkm.ServerWALEnd)
-				}
-				if pkm.ReplyRequested {
-					nextStatus = time.Time{}
-				}
-			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
-				if err != nil {
-					drain()
-					return fmt.Errorf("replication data: %w", err)
-				}
-				if cur, err = r.handle(pub, tr, cur, relations, types, xld.WALData); err != nil {
-					drain()
-					return err
-				}
-			}
+		if err := s.receive(); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// receive waits for one message until the next status update is due and
+// applies it. The wait has a deadline but no cancellation: cancelling
+// ReceiveMessage would close the connection before the drain's final
+// status update.
+func (s *session) receive() error {
+	rctx, cancel := context.WithDeadline(context.Background(), s.nextStatus)
+	msg, err := s.conn.ReceiveMessage(rctx)
+	cancel()
+	if err != nil {
+		if pgconn.Timeout(err) {
+			return nil
+		}
+		return fmt.Errorf("replication stream: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pgproto3.ErrorResponse:
+		return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
+	case *pgproto3.CopyDone:
+		return errors.New("replication stream: the server ended it")
+	case *pgproto3.CopyData:
+		return s.copyData(m.Data)
+	}
+	return nil
+}
+
+// copyData applies a keepalive or a WAL data message.
+func (s *session) copyData(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("replication keepalive: %w", err)
+		}
+		if s.cur == nil {
+			s.tr.confirm()
+			s.tr.idle(pkm.ServerWALEnd)
+		}
+		if pkm.ReplyRequested {
+			s.nextStatus = time.Time{}
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("replication data: %w", err)
+		}
+		s.cur, err = s.r.handle(s.pub, s.tr, s.cur, s.relations, s.types, xld.WALData)
+		return err
+	}
+	return nil
+}
+
+// sendStatus reports the confirmable position to Postgres if it moved
+// (or always, if force).
+func (s *session) sendStatus(ctx context.Context, force bool) error {
+	c := s.tr.confirm()
+	if c == s.sent && !force {
+		return nil
+	}
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: c}); err != nil {
+		return fmt.Errorf("confirming %s: %w", c, err)
+	}
+	s.sent = c
+	return nil
+}
+
+// drain ends every session, whatever stopped it: it waits for Kafka's
+// acks (within DrainTimeout), cancels the produces still open and confirms
+// what the acks cover, on a context of its own (ctx has usually ended).
+func (s *session) drain(ctx context.Context) {
+	dctx, cancel := drain.Context(ctx, s.r.cfg.DrainTimeout)
+	defer cancel()
+	if err := s.pub.flush(dctx); err != nil {
+		s.r.logger.WarnContext(dctx, "relay drain: unacknowledged records will be re-published by the next leader", "error", err.Error())
+	}
+	s.cancelProduce()
+	if err := s.sendStatus(dctx, false); err != nil {
+		s.r.logger.WarnContext(dctx, "relay drain: final confirmation failed; the next leader re-publishes from the previous one", "error", err.Error())
+	}
+	s.r.logger.InfoContext(dctx, "relay stopped streaming", "confirmed_lsn", s.sent.String())
 }
 
 // handle applies one pgoutput message and returns the open transaction.
