@@ -179,7 +179,7 @@ func (b *bundle) startPipeline(t testing.TB) {
 	d, err := dispatcher.New(dispatcher.Config{Topics: b.tcfg, AllowPrivateNetworks: true, CommitInterval: 100 * time.Millisecond,
 		RetryJitter: -1, Timeout: 2 * time.Second, ConnectTimeout: time.Second}, dispatcher.Deps{Endpoints: indexEndpoints{x}, Logger: logger, Registerer: reg, KafkaOpts: opts})
 	require.NoError(t, err)
-	w, err := attemptlog.New(attemptlog.Config{Topic: b.names.Attempts, DeliveriesTopic: b.names.Deliveries, OpsTopic: b.names.Ops},
+	w, err := attemptlog.New(attemptlog.Config{Topic: b.names.Attempts, DeliveriesTopic: b.names.Deliveries, OpsTopic: b.names.Ops, EventsTopic: b.names.Events},
 		attemptlog.Deps{Store: b.db.Store, Logger: logger, Registerer: reg, KafkaOpts: opts})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -52,6 +52,12 @@ type Config struct {
 	DeliveriesTopic string
 	// OpsTopic receives endpoint.disabled events. Defaults to "webhooks.ops".
 	OpsTopic string
+	// EventsTopic receives the hookd.endpoint.disabled owner alert of an
+	// endpoint the writer disables. Defaults to "webhooks.events".
+	EventsTopic string
+	// PortalBaseURL prefixes the alerts' portal links; empty gives paths.
+	// Defaults to "".
+	PortalBaseURL string
 	// Group is the consumer group; writers of one group share the
 	// partitions. Defaults to "hookd-attempt-log".
 	Group string
@@ -85,6 +91,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.OpsTopic == "" {
 		c.OpsTopic = "webhooks.ops"
+	}
+	if c.EventsTopic == "" {
+		c.EventsTopic = "webhooks.events"
 	}
 	if c.Group == "" {
 		c.Group = DefaultGroup
@@ -206,7 +215,8 @@ func (w *Writer) Run(ctx context.Context) error {
 		return fmt.Errorf("attempt log: kafka client: %w", err)
 	}
 	defer cl.Close()
-	ann := maintenance.NewAnnouncer(cl, w.deps.Store, w.cfg.OpsTopic, w.deps.Logger, w.health)
+	ann := maintenance.NewAnnouncer(cl, w.deps.Store, maintenance.AlertTopics{Events: w.cfg.EventsTopic, Ops: w.cfg.OpsTopic,
+		PortalBaseURL: w.cfg.PortalBaseURL}, w.deps.Logger, w.health)
 	w.deps.Logger.InfoContext(ctx, "attempt log writer started", "topic", w.cfg.Topic, "group", w.cfg.Group)
 	for {
 		fetches := cl.PollRecords(ctx, w.cfg.MaxBatch)

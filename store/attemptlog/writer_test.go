@@ -85,7 +85,7 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 // fails the test if Run returns an error.
 func (b *bundle) startWriter(t *testing.T, cfg attemptlog.Config, reg *prometheus.Registry) (stop func()) {
 	t.Helper()
-	cfg.Topic, cfg.DeliveriesTopic, cfg.OpsTopic = b.names.Attempts, b.names.Deliveries, b.names.Ops
+	cfg.Topic, cfg.DeliveriesTopic, cfg.OpsTopic, cfg.EventsTopic = b.names.Attempts, b.names.Deliveries, b.names.Ops, b.names.Events
 	if cfg.RetryMax == 0 {
 		cfg.RetryMin, cfg.RetryMax = 20*time.Millisecond, 200*time.Millisecond
 	}

@@ -130,13 +130,16 @@ type Announcer struct {
 	client  *kgo.Client
 	store   *store.Store
 	topic   string
+	alerts  AlertTopics
 	logger  *slog.Logger
 	metrics *Metrics
 }
 
-// NewAnnouncer produces with client to topic. client may also be a consumer.
-func NewAnnouncer(client *kgo.Client, st *store.Store, topic string, logger *slog.Logger, m *Metrics) *Announcer {
-	return &Announcer{client: client, store: st, topic: topic, logger: logger, metrics: m}
+// NewAnnouncer produces with client: endpoint.disabled to t.Ops, and the
+// hookd.endpoint.disabled owner alert to t.Events and t.Ops (none when
+// t.Events is empty). client may also be a consumer.
+func NewAnnouncer(client *kgo.Client, st *store.Store, t AlertTopics, logger *slog.Logger, m *Metrics) *Announcer {
+	return &Announcer{client: client, store: st, topic: t.Ops, alerts: t, logger: logger, metrics: m}
 }
 
 // Disabled logs and counts endpoints just disabled by hookd, then publishes
@@ -190,9 +193,18 @@ func (a *Announcer) publish(ctx context.Context, ds []store.DisabledEndpoint) er
 		a.metrics.events.WithLabelValues(EventTypeEndpointDisabled, "produced").Inc()
 		a.logger.InfoContext(ctx, "endpoint.disabled event produced", "endpoint_id", d.ID, "topic", a.topic,
 			"partition", res.Record.Partition, "offset", res.Record.Offset)
-		if err := a.store.MarkDisabledNotified(ctx, d.ID, d.DisabledAt); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, a.disabledAlert(ctx, d))
 	}
 	return errors.Join(errs...)
+}
+
+// disabledAlert produces the hookd.endpoint.disabled alert of d, then marks
+// d notified: until both events are out, d stays owed.
+func (a *Announcer) disabledAlert(ctx context.Context, d store.DisabledEndpoint) error {
+	mark := func() error { return a.store.MarkDisabledNotified(ctx, d.ID, d.DisabledAt) }
+	if a.alerts.Events == "" {
+		return mark()
+	}
+	// The ops topic has its endpoint.disabled event already.
+	return a.produceAlert(ctx, DisabledAlert(d, a.alerts.PortalBaseURL), false, mark)
 }

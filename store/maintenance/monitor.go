@@ -26,8 +26,24 @@ type MonitorConfig struct {
 	DisableAfter time.Duration
 	// Interval between two sweeps. Defaults to 1m.
 	Interval time.Duration
-	// FlushLimit caps the owed events produced per sweep. Defaults to 100.
+	// FlushLimit caps the owed events produced per sweep (of each kind).
+	// Defaults to 100.
 	FlushLimit int
+	// EventsTopic receives the owner alerts (hookd.* events), fanned out
+	// from there like any event. Defaults to "webhooks.events".
+	EventsTopic string
+	// PortalBaseURL prefixes the alerts' portal links (the portal's public
+	// origin); empty gives paths ("/portal/endpoints/ep_1"). Defaults to "".
+	PortalBaseURL string
+	// WarnAfter is how long an endpoint fails continuously before
+	// hookd.endpoint.failing (--warn-after), once per failing episode.
+	// Defaults to 24h, or half of DisableAfter when that is shorter than
+	// 48h; above 0 and below DisableAfter.
+	WarnAfter time.Duration
+	// AlertGrace is how long after an hour ends its dead letters are
+	// aggregated into hookd.delivery.dead_lettered, for attempt records
+	// still on their way to the log. Defaults to 5m; at least 0.
+	AlertGrace time.Duration
 }
 
 func (c *MonitorConfig) setDefaults() {
@@ -43,6 +59,15 @@ func (c *MonitorConfig) setDefaults() {
 	if c.FlushLimit == 0 {
 		c.FlushLimit = 100
 	}
+	if c.EventsTopic == "" {
+		c.EventsTopic = "webhooks.events"
+	}
+	if c.WarnAfter == 0 {
+		c.WarnAfter = min(DefaultWarnAfter, c.DisableAfter/2)
+	}
+	if c.AlertGrace == 0 {
+		c.AlertGrace = 5 * time.Minute
+	}
 }
 
 func (c *MonitorConfig) validate() error {
@@ -53,6 +78,10 @@ func (c *MonitorConfig) validate() error {
 		return fmt.Errorf("endpoint health interval: must be at least 10ms, got %s", c.Interval)
 	case c.FlushLimit < 1:
 		return fmt.Errorf("endpoint health flush limit: must be at least 1, got %d", c.FlushLimit)
+	case c.WarnAfter <= 0 || c.WarnAfter >= c.DisableAfter:
+		return fmt.Errorf("warn after: must be above 0 and below --disable-after (%s), got %s", c.DisableAfter, c.WarnAfter)
+	case c.AlertGrace < 0:
+		return fmt.Errorf("alert grace: must not be negative, got %s", c.AlertGrace)
 	}
 	return nil
 }
@@ -72,8 +101,10 @@ type MonitorDeps struct {
 // Monitor is the endpoint-health sweep role. Every Interval it disables the
 // active endpoints failing for longer than DisableAfter (the attempt-log
 // writer does the same as attempts arrive; this catches endpoints that no
-// longer receive any), produces the endpoint.disabled events still owed, and
-// refreshes the hookd_endpoints_disabled gauge.
+// longer receive any), produces the endpoint.disabled events still owed,
+// produces the owner alerts (hookd.endpoint.failing past WarnAfter,
+// hookd.endpoint.recovered, hookd.delivery.dead_lettered per endpoint per
+// hour; see alerts.go), and refreshes the hookd_endpoints_disabled gauge.
 type Monitor struct {
 	cfg      MonitorConfig
 	deps     MonitorDeps
@@ -126,7 +157,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 		return fmt.Errorf("endpoint health: kafka client: %w", err)
 	}
 	defer cl.Close()
-	ann := NewAnnouncer(cl, m.deps.Store, m.cfg.OpsTopic, m.deps.Logger, m.metrics)
+	ann := NewAnnouncer(cl, m.deps.Store, AlertTopics{Events: m.cfg.EventsTopic, Ops: m.cfg.OpsTopic,
+		PortalBaseURL: m.cfg.PortalBaseURL}, m.deps.Logger, m.metrics)
 	t := time.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -150,7 +182,7 @@ func (m *Monitor) sweep(ctx context.Context, ann *Announcer) error {
 	}
 	// The fresh disablements are announced (and marked) here; Flush then
 	// finds only the older owed events.
-	errs := []error{ann.Disabled(ctx, ds), ann.Flush(ctx, m.cfg.FlushLimit)}
+	errs := []error{ann.Disabled(ctx, ds), ann.Flush(ctx, m.cfg.FlushLimit), m.alertSweep(ctx, ann)}
 	n, err := m.deps.Store.CountDisabledEndpoints(ctx)
 	if err != nil {
 		errs = append(errs, err)

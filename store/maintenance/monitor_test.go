@@ -62,7 +62,7 @@ func TestMonitorDisablesSilentFailingEndpointsAndFlushesOwedEvents(t *testing.T)
 
 	reg := prometheus.NewRegistry()
 	clk := &clock{now: t0.Add(72*time.Hour + time.Second)}
-	mon, err := maintenance.NewMonitor(maintenance.MonitorConfig{OpsTopic: names.Ops, Interval: 50 * time.Millisecond}, maintenance.MonitorDeps{
+	mon, err := maintenance.NewMonitor(maintenance.MonitorConfig{OpsTopic: names.Ops, EventsTopic: names.Events, Interval: 50 * time.Millisecond}, maintenance.MonitorDeps{
 		Store: db.Store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg, Clock: clk.Now,
 		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(kafka.Addrs...)},
 	})

@@ -108,6 +108,7 @@ func (f DispatchFlags) dispatcherConfig(t topics.Config) dispatcher.Config {
 // AttemptLogFlags configure the attempt-log writer and endpoint health.
 type AttemptLogFlags struct {
 	DisableAfter time.Duration `name:"disable-after" default:"72h" env:"HOOKD_DISABLE_AFTER" help:"Disable an endpoint after failing continuously this long."`
+	WarnAfter    time.Duration `name:"warn-after" default:"24h" env:"HOOKD_WARN_AFTER" help:"Send hookd.endpoint.failing (once per failing episode) after an endpoint failed continuously this long; below --disable-after."`
 }
 
 // roleSet builds roles for one process, sharing one endpoint index between
@@ -229,6 +230,7 @@ func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
 		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
 			w, err := attemptlog.New(attemptlog.Config{
 				Topic: env.Names.Attempts, DeliveriesTopic: env.Names.Deliveries, OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
+				EventsTopic: env.Names.Events, PortalBaseURL: s.daemon.PortalBaseURL,
 			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("attempt-log")})
 			if err != nil {
 				return nil, fmt.Errorf("attempt log: %w", err)
@@ -236,7 +238,8 @@ func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
 			return roleFunc{"attempt-log", w.Run}, nil
 		},
 		func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
-			m, err := maintenance.NewMonitor(maintenance.MonitorConfig{OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter},
+			m, err := maintenance.NewMonitor(maintenance.MonitorConfig{OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
+				EventsTopic: env.Names.Events, WarnAfter: s.attemptLog.WarnAfter, PortalBaseURL: s.daemon.PortalBaseURL},
 				maintenance.MonitorDeps{Store: env.Store, Logger: env.Logger.With("role", "health"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("endpoint-health")})
 			if err != nil {
 				return nil, fmt.Errorf("endpoint health: %w", err)
