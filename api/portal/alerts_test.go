@@ -187,6 +187,27 @@ func TestOwnerAlerts(t *testing.T) {
 		require.NoError(t, err)
 		return n[epBad.ID].LastDay == 3
 	})
+	// The portal's banners: failing since, dead letters of the last hour
+	// and day; the delivery detail shows where it was sent and the digest.
+	c := b.client(t)
+	require.Equal(t, 200, c.login(b.link(t, "acct_alerts", "", "read", time.Hour)).Status)
+	for _, path := range []string{"/portal/", "/portal/endpoints/" + epBad.ID} {
+		p := c.get(path)
+		require.Equal(t, 200, p.Status, p.Body)
+		require.Contains(t, p.Body, "Failing since", path)
+		require.Contains(t, p.Body, "3 dead letter(s) in the last hour, 3 in the last 24 h", path)
+	}
+	p := c.get("/portal/deliveries/" + delivery.ID("evt_a1", epBad.ID))
+	require.Equal(t, 200, p.Status, p.Body)
+	require.Contains(t, p.Body, "Sent to:")
+	require.Contains(t, p.Body, bad.srv.URL+"/hook")
+	for _, g := range bad.ofType("invoice.") {
+		if g.ID == "evt_a1" {
+			sum := sha256.Sum256(g.Body)
+			require.Contains(t, p.Body, hex.EncodeToString(sum[:]))
+		}
+	}
+
 	bad.fail.Store(false)
 	b.produceEvent(t, "acct_alerts", "evt_ok", "invoice.paid")
 	wait.For(t, 30*time.Second, "hookd.endpoint.recovered", func() bool {

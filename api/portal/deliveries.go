@@ -219,6 +219,20 @@ type deliveryView struct {
 	Ev       evidence
 	Endpoint endpoint.Endpoint
 	Gone     bool
+	// SentSHA256 is the digest the attempt log recorded for the bytes
+	// sent (the newest attempt that made a request): shown even when the
+	// payload itself is no longer retained.
+	SentSHA256 string
+}
+
+// sentDigest is the newest recorded body digest of as.
+func sentDigest(as []store.Attempt) string {
+	for i := len(as) - 1; i >= 0; i-- {
+		if as[i].BodySHA256 != "" {
+			return as[i].BodySHA256
+		}
+	}
+	return ""
 }
 
 func (h *Handler) deliveryPage(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -230,7 +244,7 @@ func (h *Handler) deliveryPage(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	v := deliveryView{D: d, Attempts: as, Ev: h.deadLetter(r.Context(), d)}
+	v := deliveryView{D: d, Attempts: as, Ev: h.deadLetter(r.Context(), d), SentSHA256: sentDigest(as)}
 	v.Endpoint, err = h.endpointFor(r.Context(), s, d.EndpointID)
 	if errors.Is(err, errNotFound) {
 		v.Gone, err = true, nil

@@ -18,6 +18,8 @@ import (
 type endpointRow struct {
 	E     endpoint.Endpoint
 	St    store.EndpointStats
+	// Dead are its dead letters in the last hour and 24 h (the banner).
+	Dead store.DeadLetterCounts
 	State string
 }
 
@@ -65,9 +67,13 @@ func (h *Handler) withStats(ctx context.Context, account string, eps []endpoint.
 	if err != nil {
 		return nil, err
 	}
+	dead, err := h.store().CountDeadLetters(ctx, account, ids, h.now())
+	if err != nil {
+		return nil, err
+	}
 	rows := make([]endpointRow, len(eps))
 	for i, e := range eps {
-		rows[i] = endpointRow{E: e, St: stats[e.ID], State: endpointState(e)}
+		rows[i] = endpointRow{E: e, St: stats[e.ID], Dead: dead[e.ID], State: endpointState(e)}
 	}
 	return rows, nil
 }
