@@ -16,10 +16,10 @@ import (
 
 // endpointRow is one endpoint with its health.
 type endpointRow struct {
-	E     endpoint.Endpoint
-	St    store.EndpointStats
+	E  endpoint.Endpoint
+	St store.EndpointStats
 	// Dead are its dead letters in the last hour and 24 h (the banner).
-	Dead store.DeadLetterCounts
+	Dead  store.DeadLetterCounts
 	State string
 }
 
