@@ -20,7 +20,6 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	hookdcli "github.com/hookd/hookd/cmd/hookd/cli"
 	"github.com/hookd/hookd/cmd/internal/cmdline"
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/topics"
@@ -57,7 +56,7 @@ type Globals struct {
 	TopicPrefix   string   `name:"topic-prefix" default:"webhooks" env:"HOOKD_TOPIC_PREFIX" group:"connection" help:"Prefix of hookd's topic names."`
 	RetrySchedule string   `name:"retry-schedule" default:"${retry_schedule}" env:"HOOKD_RETRY_SCHEDULE" group:"connection" help:"Retry schedule hookd was started with (names the tier topics)."`
 
-	hookdcli.KafkaSecurityFlags `group:"kafka-security"`
+	cmdline.KafkaSecurityFlags `group:"kafka-security"`
 
 	stdout io.Writer
 	logger *slog.Logger

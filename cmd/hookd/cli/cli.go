@@ -68,7 +68,7 @@ type KafkaFlags struct {
 	TopicPrefix   string   `name:"topic-prefix" default:"webhooks" env:"HOOKD_TOPIC_PREFIX" help:"Prefix of every topic name."`
 	Partitions    int32    `name:"partitions" default:"12" env:"HOOKD_PARTITIONS" help:"Partition count of the hookd topics (deliveries, retry tiers and DLQ share it)."`
 	RetrySchedule string   `name:"retry-schedule" default:"${retry_schedule}" env:"HOOKD_RETRY_SCHEDULE" help:"Retry tier delays, comma-separated, increasing; one topic each."`
-	KafkaSecurityFlags
+	cmdline.KafkaSecurityFlags
 	ReplicationFlags
 }
 
@@ -86,11 +86,11 @@ func (f KafkaFlags) kafkaConfigs() (kafkaconn.Config, topics.Config, error) {
 			brokers = append(brokers, b)
 		}
 	}
-	if len(brokers) == 0 && f.KafkaSecurityFlags.set() {
+	if len(brokers) == 0 && f.KafkaSecurityFlags.Given() {
 		return kafkaconn.Config{}, topics.Config{}, errSecurityEmbedded
 	}
 	kc := kafkaconn.Config{Brokers: brokers, ClientID: f.ClientID}
-	f.KafkaSecurityFlags.apply(&kc)
+	f.KafkaSecurityFlags.ApplyTo(&kc)
 	tc := topics.Config{Prefix: f.TopicPrefix, Partitions: f.Partitions, Schedule: sched}
 	f.ReplicationFlags.apply(&tc, len(brokers) == 0)
 	return kc, tc, nil

@@ -1,7 +1,8 @@
 // Package cmdline parses hookd's and hookctl's command lines the same way:
 // kong with compact help, the variables their flag defaults share
-// (${retry_schedule}), one-line parse errors and the exit codes. It never
-// runs a command.
+// (${retry_schedule}), the Kafka TLS and SASL flags both read
+// (KafkaSecurityFlags, so hookctl need not link the daemon), one-line parse
+// errors and the exit codes. It never runs a command.
 //
 // Internal: only hookd's own packages can import it.
 package cmdline
