@@ -1,7 +1,10 @@
-// Package retrytiers owns hookd's tiered retry topics: the retry schedule,
-// the due-time arithmetic (jitter, Retry-After) and the tier consumers that
-// hold a delivery back until it is due and then hand it to the dispatcher.
-// It never sends HTTP itself and never sleeps while holding records.
+// Package retrytiers owns the rules of hookd's tiered retries: the retry
+// schedule (one tier topic per delay, named by TierName), the due-time
+// arithmetic (jitter, Retry-After) and the Gate that pauses a tier
+// partition until its head record is due. It has no consumer of its own:
+// the dispatcher's consumer group fetches the tier topics and holds them
+// back with a Gate. It never sends HTTP, never fetches or produces records
+// and never sleeps while holding records.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package retrytiers

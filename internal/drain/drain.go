@@ -2,8 +2,7 @@
 // final commit, a status update, closing a connection, waiting for
 // in-flight requests) a context of its own: it keeps the parent's values,
 // ignores the parent's cancellation, and ends after a bound. It is the one
-// way hookd writes "finish this after ctx ends"; internal, not for
-// applications.
+// way hookd writes "finish this after ctx ends".
 //
 // Internal: only hookd's own packages can import it.
 package drain
