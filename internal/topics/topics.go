@@ -4,6 +4,11 @@
 // every topic), created idempotently at start-up with kadm. It never
 // produces or consumes records.
 //
+// It imports retrytiers, a stage, for the retry schedule (Schedule, its
+// default) and the tier topics' naming rule (TierName): outside the test
+// helpers, the ground floor's one accepted upward edge, since the schedule
+// decides which tier topics exist. retrytiers must never import topics.
+//
 // Internal: only hookd's own packages can import it.
 package topics
 
