@@ -1,7 +1,10 @@
 // Package store owns hookd's Postgres schema "webhooks": its migrations, the
-// connection pool and every query hookd runs. It is the only package that
-// imports pgx error types; callers branch on the sentinel errors defined here
-// (ErrNotFound, ...). It never talks to Kafka or to endpoints.
+// connection pool and every query hookd runs. It translates pgx errors for
+// the rest of hookd: callers branch on the sentinel errors defined here
+// (ErrNotFound, ...), never on pgx's. The one exception is producer/relay,
+// which speaks the replication protocol on a pgconn connection of its own
+// and reads that connection's errors (a busy slot, a receive timeout)
+// itself. It never talks to Kafka or to endpoints.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package store
