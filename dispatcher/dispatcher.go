@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookd/hookd/internal/clock"
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/retrytiers"
@@ -172,7 +173,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.cl = cl
 	d.pauses = &pauses{cl: cl, by: map[kafkaconn.TopicPartition]uint8{}}
 	d.gate = retrytiers.NewGate(d.clock, duePauser{d.pauses}, d.onDue)
-	d.workCtx, d.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
+	d.workCtx, d.cancelWork = drain.Context(ctx, 0)
 	defer d.cancelWork()
 
 	bg := make(chan struct{})
@@ -271,7 +272,7 @@ func (d *Dispatcher) shutdown(ctx context.Context) {
 		d.cancelWork()
 		<-done
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	cctx, cancel := drain.Context(ctx, 10*time.Second)
 	defer cancel()
 	d.commit(cctx, nil)
 }

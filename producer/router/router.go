@@ -31,6 +31,7 @@ import (
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/producer/event"
@@ -227,7 +228,7 @@ func (r *Router) Run(ctx context.Context) error {
 		recs := fetches.Records()
 		if len(recs) > 0 {
 			// The batch in hand is finished even if ctx ends meanwhile.
-			drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DrainTimeout)
+			drainCtx, cancel := drain.Context(ctx, r.cfg.DrainTimeout)
 			start := time.Now()
 			err := r.handle(drainCtx, ctx, cl, b, recs)
 			if err == nil {
