@@ -18,13 +18,14 @@
 //
 // Files by job: request.go (the request, its validation and derived id),
 // scan.go and read.go (DLQ ranges and reading them; merge.go for time
-// order), run.go and chunk.go (a real run), recover.go (what an
-// interrupted run produced), dryrun.go, skip.go (why a dead letter is not
-// replayed), pacer.go (--rate).
+// order, ahead.go for reading one batch ahead), run.go and chunk.go (a real
+// run), recover.go (what an interrupted run produced), dryrun.go, skip.go
+// (why a dead letter is not replayed), pacer.go (--rate).
 //
 // It never sends HTTP (the dispatcher does, through the normal path),
-// never holds more than one fetch (one per partition for ScanByTime) and
-// one produce chunk in memory, and never changes a dead letter.
+// never holds more than two fetches (the batch being replayed and the next,
+// looked up meanwhile; one per partition for ScanByTime) and one produce
+// chunk in memory, and never changes a dead letter.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package replay
