@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/deadletter/replay"
+	"github.com/hookd/hookd/internal/endpoint"
 )
 
 // filterFrom reads dead-letter filters from the query string or a body.
@@ -37,7 +38,7 @@ func (f filterIn) resolve(c caller) (replay.Filter, error) {
 		out.Account = c.account
 	}
 	if out.EventType != "" {
-		if err := validatePattern(out.EventType); err != nil {
+		if err := endpoint.ValidatePattern(out.EventType); err != nil {
 			return out, err
 		}
 	}

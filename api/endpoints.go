@@ -53,10 +53,6 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 	return out
 }
 
-// validatePattern is endpoint.ValidatePattern, the one rule for event-type
-// patterns (subscriptions and dead-letter filters).
-func validatePattern(p string) error { return endpoint.ValidatePattern(p) }
-
 type endpointIn struct {
 	ID          string   `json:"id"`
 	Account     string   `json:"account"`
