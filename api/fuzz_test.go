@@ -60,6 +60,7 @@ func FuzzEndpointBodies(f *testing.F) {
 	}
 	b := setup(f)
 	f.Fuzz(func(t *testing.T, body string, admin bool) {
+		b.reporter.to(t)
 		token := b.tokA
 		if admin {
 			token = adminToken
@@ -135,6 +136,7 @@ func FuzzReplayBodies(f *testing.F) {
 	// up on the broker.
 	b.cancelReplays()
 	f.Fuzz(func(t *testing.T, body string, resend bool) {
+		b.reporter.to(t)
 		path := "/v1/replays"
 		if resend {
 			path = "/v1/endpoints/" + b.epA + "/resend"

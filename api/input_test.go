@@ -110,7 +110,7 @@ func TestBadInputIs400NamingTheField(t *testing.T) {
 		{b.tokA, "POST", "/v1/endpoints", `{` + url + `,"description":{}}`, "description"},
 		{b.tokA, "POST", "/v1/endpoints", `[]`, "request body"},
 		{b.tokA, "POST", "/v1/endpoints", `"x"`, "request body"},
-		{b.tokA, "POST", "/v1/endpoints", `null`, "url"},
+		{b.tokA, "POST", "/v1/endpoints", `null`, "request body: must be a JSON object, got null"},
 		{b.tokA, "POST", "/v1/endpoints", `{` + url + `} x`, "trailing data"},
 		{b.tokA, "POST", "/v1/endpoints", `{` + url + `}}`, "trailing data"},
 		{b.tokA, "POST", "/v1/endpoints", `{` + url + `}{` + url + `}`, "trailing data"},
@@ -325,7 +325,7 @@ func (b *bundle) server(t *testing.T, cfg V1Config) string {
 	api.Routes(mux)
 	ctx, cancel := context.WithCancel(context.Background())
 	api.Attach(ctx, Backend{Store: b.db.Store, Replay: replay.Deps{KafkaOpts: []kgo.Opt{kgo.SeedBrokers(b.cluster.Addrs...)}, Names: b.names}})
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(validating(t, mux))
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()

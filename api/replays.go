@@ -2,7 +2,9 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/hookd/hookd/deadletter/replay"
 	"github.com/hookd/hookd/store"
@@ -103,17 +105,28 @@ func (s *V1) startReplay(w http.ResponseWriter, r *http.Request, c caller, req r
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
+	who := c.account // "" for the admin token
+	if !s.replays.acquire(who, s.cfg.MaxReplays, s.cfg.MaxReplaysPerAccount) {
+		w.Header().Set("Retry-After", replayRetryAfter)
+		writeError(w, http.StatusTooManyRequests, "too_many_replays", fmt.Sprintf(
+			"too many replays running: at most %d per account and %d in all; try again when one finished (GET /v1/replays)",
+			s.cfg.MaxReplaysPerAccount, s.cfg.MaxReplays))
+		return
+	}
 	p, err := replay.Prepare(r.Context(), be.Replay, req)
 	if err != nil {
+		s.replays.release(who)
 		s.replayError(w, r, c, req, err)
 		return
 	}
 	row := p.Row()
 	if row.Status == store.ReplayDone {
+		s.replays.release(who)
 		writeJSON(w, http.StatusOK, replay.Result{Replay: row, AlreadyDone: true})
 		return
 	}
 	s.runs.Go(func() {
+		defer s.replays.release(who)
 		res, err := p.Run(baseCtx)
 		if err != nil {
 			s.logger.WarnContext(baseCtx, "api replay stopped", "replay_id", row.ID, "status", res.Status, "error", err)
@@ -123,6 +136,44 @@ func (s *V1) startReplay(w http.ResponseWriter, r *http.Request, c caller, req r
 	})
 	w.Header().Set("Location", "/v1/replays/"+row.ID)
 	writeJSON(w, http.StatusAccepted, map[string]any{"id": row.ID, "status": store.ReplayRunning, "location": "/v1/replays/" + row.ID})
+}
+
+// replayRetryAfter is the Retry-After of a 429 too_many_replays, in
+// seconds.
+const replayRetryAfter = "30"
+
+// replaySlots counts the replays running in the background, in all and per
+// account, so that one account cannot start enough slow replays to take
+// every Postgres connection the API needs.
+type replaySlots struct {
+	mu        sync.Mutex
+	total     int
+	byAccount map[string]int
+}
+
+// acquire takes a slot for account unless max replays run in all or
+// perAccount for the account.
+func (r *replaySlots) acquire(account string, max, perAccount int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.total >= max || r.byAccount[account] >= perAccount {
+		return false
+	}
+	if r.byAccount == nil {
+		r.byAccount = map[string]int{}
+	}
+	r.total++
+	r.byAccount[account]++
+	return true
+}
+
+func (r *replaySlots) release(account string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.total--
+	if r.byAccount[account]--; r.byAccount[account] == 0 {
+		delete(r.byAccount, account)
+	}
 }
 
 // replayError answers a replay request the replay package refused.

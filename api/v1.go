@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -58,6 +59,16 @@ type V1Config struct {
 	// longer than the operator allows. 1ms to endpoint.TimeoutBound.
 	// Defaults to 10s (the default --request-timeout).
 	MaxTimeout time.Duration
+	// MaxReplays caps the replays and resends running in the background
+	// of this process, over every account; beyond it a request answers 429
+	// too_many_replays. Each running replay holds a Postgres connection at
+	// times, so this keeps replays from taking the pool the API needs.
+	// Defaults to 8.
+	MaxReplays int
+	// MaxReplaysPerAccount caps the background replays and resends of one
+	// account (the admin token counts as one account); beyond it a request
+	// answers 429 too_many_replays. At most MaxReplays. Defaults to 2.
+	MaxReplaysPerAccount int
 }
 
 // SetDefaults fills the zero fields with their defaults.
@@ -74,6 +85,12 @@ func (c *V1Config) SetDefaults() {
 	if c.MaxTimeout == 0 {
 		c.MaxTimeout = 10 * time.Second
 	}
+	if c.MaxReplays == 0 {
+		c.MaxReplays = 8
+	}
+	if c.MaxReplaysPerAccount == 0 {
+		c.MaxReplaysPerAccount = min(2, c.MaxReplays)
+	}
 }
 
 // Validate reports a setting out of range, naming it; call it after
@@ -88,6 +105,10 @@ func (c *V1Config) Validate() error {
 		return fmt.Errorf("max endpoint in-flight: must be 1..%d, got %d", endpoint.MaxInFlightBound, c.MaxEndpointInFlight)
 	case c.MaxTimeout < time.Millisecond || c.MaxTimeout > endpoint.TimeoutBound:
 		return fmt.Errorf("api max endpoint timeout: must be 1ms..%s, got %s", endpoint.TimeoutBound, c.MaxTimeout)
+	case c.MaxReplays < 1:
+		return fmt.Errorf("api max replays: must be at least 1, got %d", c.MaxReplays)
+	case c.MaxReplaysPerAccount < 1 || c.MaxReplaysPerAccount > c.MaxReplays:
+		return fmt.Errorf("api max replays per account: must be 1..%d (max replays), got %d", c.MaxReplays, c.MaxReplaysPerAccount)
 	}
 	return nil
 }
@@ -115,6 +136,8 @@ type V1 struct {
 	be      *Backend
 	baseCtx context.Context
 	runs    sync.WaitGroup
+	// replays counts the background replays running, per account.
+	replays replaySlots
 }
 
 // NewV1 returns a server for cfg, with the defaults filled in; check cfg
@@ -326,7 +349,17 @@ func clip(s string) string {
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
+	if err == nil && (len(raw) == 0 || raw[0] != '{') {
+		// json.Decode takes null for an empty object.
+		err = &json.UnmarshalTypeError{Value: clip(string(raw)), Type: reflect.TypeOf(v)}
+	}
+	if err == nil {
+		inner := json.NewDecoder(bytes.NewReader(raw))
+		inner.DisallowUnknownFields()
+		err = inner.Decode(v)
+	}
 	if err == nil {
 		var tooBig *http.MaxBytesError
 		switch _, terr := dec.Token(); {

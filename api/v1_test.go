@@ -40,6 +40,9 @@ type bundle struct {
 	dlvA, dlvB    string
 	api           *V1
 	cancelReplays context.CancelFunc
+	// reporter fails the test on a request or answer openapi.yaml does
+	// not describe.
+	reporter *reporter
 }
 
 func setup(t testing.TB) *bundle {
@@ -56,7 +59,8 @@ func setup(t testing.TB) *bundle {
 	runCtx, cancel := context.WithCancel(ctx)
 	b.cancelReplays = cancel
 	b.api.Attach(runCtx, Backend{Store: b.db.Store, Replay: replay.Deps{KafkaOpts: []kgo.Opt{kgo.SeedBrokers(b.cluster.Addrs...)}, Names: b.names}})
-	b.srv = httptest.NewServer(mux)
+	b.reporter = &reporter{tb: t}
+	b.srv = httptest.NewServer(validating(b.reporter, mux))
 	t.Cleanup(func() {
 		b.srv.Close()
 		cancel()
