@@ -15,6 +15,17 @@
 // same transaction as the attempt log. It never sends HTTP to endpoints and
 // never writes attempts.
 //
+// Owner alerts (alerts.go) are hookd's operational events delivered as the
+// account's own signed webhooks: the Monitor's sweep produces
+// hookd.endpoint.failing (an endpoint failing past WarnAfter, once per
+// episode), hookd.endpoint.recovered and hookd.delivery.dead_lettered (one
+// per endpoint per hour, with the count), and the Announcer
+// hookd.endpoint.disabled, each as an event envelope to the events topic so
+// the router fans it out to the endpoints subscribed to "hookd." types. Ids
+// are derived from the episode, disablement or hour, and the bookkeeping in
+// Postgres (store/alerts.go) marks each produced only after Kafka
+// acknowledged it: at least once, with one id.
+//
 // Reconciler owns the periodic safety net over delivery state: it
 // finds deliveries that have stayed non-terminal longer than their retry
 // schedule allows and reports them (a metric and a log line with examples),
