@@ -53,7 +53,8 @@ type AlertData struct {
 	// RecoveredAt is the first success after the episode (recovered).
 	RecoveredAt time.Time `json:"recovered_at,omitzero"`
 	// Reason, Disabled ("automatic" by hookd, "manual" by a person or a
-	// tool) and DisabledAt describe a disablement (disabled).
+	// tool) and DisabledAt describe a disablement (disabled). Reason is
+	// "gone" or "failing" when automatic, the recorded text when manual.
 	Reason     string    `json:"reason,omitempty"`
 	Disabled   string    `json:"disabled,omitempty"`
 	DisabledAt time.Time `json:"disabled_at,omitzero"`
@@ -95,12 +96,12 @@ func RecoveredAlert(r store.RecoveredEndpoint, portalBase string, now time.Time)
 
 // DisabledAlert is the hookd.endpoint.disabled event of d.
 func DisabledAlert(d store.DisabledEndpoint, portalBase string) Alert {
-	how := "manual"
+	how, reason := "manual", d.Detail // "disabled in the portal by ...": the whole text says who
 	if d.Reason == store.DisableReasonFailing || d.Reason == store.DisableReasonGone {
-		how = "automatic"
+		how, reason = "automatic", d.Reason
 	}
 	return Alert{ID: alertID(AlertEndpointDisabled, d.ID, d.DisabledAt), Account: d.Account, Type: AlertEndpointDisabled,
-		Created: d.DisabledAt.UTC(), Data: AlertData{EndpointID: d.ID, FailingSince: d.FailingSince.UTC(), Reason: d.Reason,
+		Created: d.DisabledAt.UTC(), Data: AlertData{EndpointID: d.ID, FailingSince: d.FailingSince.UTC(), Reason: reason,
 			Disabled: how, DisabledAt: d.DisabledAt.UTC(), PortalURL: portalLink(portalBase, d.ID, false)}}
 }
 
