@@ -2,9 +2,12 @@ package maintenance_test
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookd/hookd/store"
@@ -52,4 +55,17 @@ func keys(m map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestWarnAfterBelowDisableAfter(t *testing.T) {
+	t.Parallel()
+	deps := maintenance.MonitorDeps{Store: &store.Store{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: prometheus.NewRegistry()}
+	_, err := maintenance.NewMonitor(maintenance.MonitorConfig{DisableAfter: time.Hour, WarnAfter: time.Hour}, deps)
+	require.ErrorContains(t, err, "warn after: must be above 0 and below --disable-after (1h0m0s), got 1h0m0s")
+	_, err = maintenance.NewMonitor(maintenance.MonitorConfig{WarnAfter: -time.Second}, deps)
+	require.ErrorContains(t, err, "warn after")
+	// The default follows a short --disable-after instead of refusing it.
+	_, err = maintenance.NewMonitor(maintenance.MonitorConfig{DisableAfter: 2 * time.Hour}, maintenance.MonitorDeps{Store: &store.Store{},
+		Logger: deps.Logger, Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
 }
