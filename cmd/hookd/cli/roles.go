@@ -108,7 +108,7 @@ func (f DispatchFlags) dispatcherConfig(t topics.Config) dispatcher.Config {
 // AttemptLogFlags configure the attempt-log writer and endpoint health.
 type AttemptLogFlags struct {
 	DisableAfter time.Duration `name:"disable-after" default:"72h" env:"HOOKD_DISABLE_AFTER" help:"Disable an endpoint after failing continuously this long."`
-	WarnAfter    time.Duration `name:"warn-after" default:"24h" env:"HOOKD_WARN_AFTER" help:"Send hookd.endpoint.failing (once per failing episode) after an endpoint failed continuously this long; below --disable-after."`
+	WarnAfter    time.Duration `name:"warn-after" env:"HOOKD_WARN_AFTER" help:"Send hookd.endpoint.failing (once per failing episode) after an endpoint failed continuously this long; below --disable-after. Default: 24h, or half of --disable-after when that is shorter than 48h."`
 }
 
 // roleSet builds roles for one process, sharing one endpoint index between
