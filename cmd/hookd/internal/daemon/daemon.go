@@ -30,6 +30,7 @@ import (
 	"github.com/hookd/hookd/internal/embedded"
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/version"
 	"github.com/hookd/hookd/store"
 )
 
@@ -307,7 +308,21 @@ func (p *process) connectKafka(ctx context.Context) error {
 		p.logger.WarnContext(ctx, "topic check", "warning", w)
 	}
 	p.logger.InfoContext(ctx, "topics ready", "created", len(prov.Created), "existing", len(prov.Existing), "partitions", p.cfg.Topics.Partitions)
+	p.recordInstallation(ctx)
 	return nil
+}
+
+// recordInstallation writes the topic layout (prefix, partitions, retry
+// schedule, tier topics) to Postgres, where hookctl reads it. It only
+// informs hookctl: a failure is logged, not fatal.
+func (p *process) recordInstallation(ctx context.Context) {
+	cfg := p.cfg.Topics
+	cfg.SetDefaults()
+	in := store.Installation{TopicPrefix: cfg.Prefix, Partitions: cfg.Partitions, RetrySchedule: cfg.Schedule.String(),
+		TierTopics: topics.NamesFor(cfg).Retry, WrittenBy: "hookd " + version.Version}
+	if err := p.env.Store.RecordInstallation(ctx, in); err != nil {
+		p.logger.WarnContext(ctx, "installation not recorded: hookctl needs --retry-schedule", "error", err)
+	}
 }
 
 func (p *process) buildRoles(ctx context.Context, factories []RoleFactory) ([]Role, error) {
