@@ -93,6 +93,11 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	if !s.checkDestination(w, r, e.URL) {
 		return
 	}
+	if len(in.EventTypes) == 0 {
+		// No silent "everything": the caller says what it subscribes to.
+		writeError(w, http.StatusBadRequest, "invalid", `event_types: required: the event types to receive, or ["*"] for all`)
+		return
+	}
 	out, err := be.Store.CreateEndpoint(r.Context(), e)
 	switch {
 	case errors.Is(err, endpoint.ErrInvalid):

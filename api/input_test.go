@@ -206,16 +206,16 @@ func TestEndpointIDs(t *testing.T) {
 	require.Equal(t, "id: only the admin token chooses endpoint ids; omit it and hookd assigns one", taken.Error.Message)
 
 	var ep endpointOut
-	require.Equal(t, 201, b.do(t, adminToken, "POST", "/v1/endpoints", `{"url":"https://x.example.com","account":"acct_a","id":"ep_chosen"}`, &ep))
+	require.Equal(t, 201, b.do(t, adminToken, "POST", "/v1/endpoints", `{"event_types":["*"],"url":"https://x.example.com","account":"acct_a","id":"ep_chosen"}`, &ep))
 	require.Equal(t, "ep_chosen", ep.ID)
 	require.Equal(t, "acct_a", ep.Account)
 	var e apiError
-	require.Equal(t, 409, b.do(t, adminToken, "POST", "/v1/endpoints", `{"url":"https://x.example.com","account":"acct_b","id":"ep_chosen"}`, &e))
+	require.Equal(t, 409, b.do(t, adminToken, "POST", "/v1/endpoints", `{"event_types":["*"],"url":"https://x.example.com","account":"acct_b","id":"ep_chosen"}`, &e))
 	require.Equal(t, "conflict", e.Error.Code)
-	require.Equal(t, 409, b.do(t, adminToken, "POST", "/v1/endpoints", `{"url":"https://x.example.com","account":"acct_a","id":"`+b.epB+`"}`, &e))
+	require.Equal(t, 409, b.do(t, adminToken, "POST", "/v1/endpoints", `{"event_types":["*"],"url":"https://x.example.com","account":"acct_a","id":"`+b.epB+`"}`, &e))
 
 	// Without an id, hookd assigns one.
-	require.Equal(t, 201, b.do(t, b.tokA, "POST", "/v1/endpoints", `{"url":"https://x.example.com"}`, &ep))
+	require.Equal(t, 201, b.do(t, b.tokA, "POST", "/v1/endpoints", `{"event_types":["*"],"url":"https://x.example.com"}`, &ep))
 	require.True(t, strings.HasPrefix(ep.ID, "ep_"))
 }
 
@@ -226,7 +226,7 @@ func TestEndpointLimitsFollowConfig(t *testing.T) {
 	srv := b.server(t, V1Config{MaxEndpointInFlight: 8, MaxTimeout: 2 * time.Second})
 	var ep endpointOut
 	var e apiError
-	require.Equal(t, 201, call(t, srv, b.tokA, "POST", "/v1/endpoints", `{"url":"https://x.example.com","max_in_flight":8,"timeout_ms":2000,"rate_per_sec":1000000}`, &ep), ep)
+	require.Equal(t, 201, call(t, srv, b.tokA, "POST", "/v1/endpoints", `{"event_types":["*"],"url":"https://x.example.com","max_in_flight":8,"timeout_ms":2000,"rate_per_sec":1000000}`, &ep), ep)
 	require.Equal(t, 8, ep.MaxInFlight)
 	require.EqualValues(t, 2000, ep.TimeoutMS)
 	require.Equal(t, 400, call(t, srv, b.tokA, "POST", "/v1/endpoints", `{"url":"https://x.example.com","max_in_flight":9}`, &e))
@@ -301,13 +301,13 @@ func TestPrivateDestinationsRefusedAtCreateAndUpdate(t *testing.T) {
 	// A name that does not resolve is accepted: the dial-time guard decides
 	// when it does.
 	var ep endpointOut
-	require.Equal(t, 201, b.do(t, b.tokA, "POST", "/v1/endpoints", `{"url":"https://not-yet-published.example.com/hook"}`, &ep))
+	require.Equal(t, 201, b.do(t, b.tokA, "POST", "/v1/endpoints", `{"event_types":["*"],"url":"https://not-yet-published.example.com/hook"}`, &ep))
 
 	// With --allow-private-networks, private destinations are accepted; an
 	// endpoint whose URL is private can then be changed in other ways
 	// without the check (it only runs when the URL changes).
 	open := b.server(t, V1Config{AllowPrivateNetworks: true})
-	require.Equal(t, 201, call(t, open, b.tokA, "POST", "/v1/endpoints", `{"url":"http://127.0.0.1:8080/"}`, &ep))
+	require.Equal(t, 201, call(t, open, b.tokA, "POST", "/v1/endpoints", `{"event_types":["*"],"url":"http://127.0.0.1:8080/"}`, &ep))
 	require.Equal(t, 200, b.do(t, b.tokA, "PATCH", "/v1/endpoints/"+ep.ID, `{"description":"local receiver"}`, &ep))
 	require.Equal(t, "http://127.0.0.1:8080/", ep.URL)
 	require.Equal(t, 400, b.do(t, b.tokA, "PATCH", "/v1/endpoints/"+ep.ID, `{"url":"http://10.0.0.2/"}`, &e))

@@ -77,7 +77,7 @@ func setup(t testing.TB) *bundle {
 	require.Equal(t, 201, code, ep)
 	b.epA = ep["id"].(string)
 	require.True(t, strings.HasPrefix(ep["secret"].(string), "whsec_"))
-	code = b.do(t, b.tokB, "POST", "/v1/endpoints", `{"url":"https://b.example.com/hook"}`, &ep)
+	code = b.do(t, b.tokB, "POST", "/v1/endpoints", `{"url":"https://b.example.com/hook","event_types":["*"]}`, &ep)
 	require.Equal(t, 201, code, ep)
 	b.epB = ep["id"].(string)
 	require.Equal(t, "acct_b", ep["account"])
@@ -235,7 +235,7 @@ func TestAccountIsolation(t *testing.T) {
 	var ev struct{ Data []deliveryOut }
 	require.Equal(t, 200, b.do(t, adminToken, "GET", "/v1/events/evt_b/deliveries", "", &ev))
 	require.Len(t, ev.Data, 1)
-	require.Equal(t, 201, b.do(t, adminToken, "POST", "/v1/endpoints", `{"account":"acct_c","url":"https://c.example.com"}`, &got))
+	require.Equal(t, 201, b.do(t, adminToken, "POST", "/v1/endpoints", `{"account":"acct_c","event_types":["*"],"url":"https://c.example.com"}`, &got))
 	require.Equal(t, 204, b.do(t, b.tokA, "DELETE", "/v1/endpoints/"+b.epA, "", nil))
 	require.Equal(t, 404, b.do(t, b.tokA, "GET", "/v1/endpoints/"+b.epA, "", nil))
 }
@@ -295,6 +295,8 @@ func TestValidation(t *testing.T) {
 		{"POST", "/v1/endpoints", `{"url":"https://x.example.com","colour":"red"}`, "unknown field"},
 		{"POST", "/v1/endpoints", `{"url":`, "request body"},
 		{"POST", "/v1/endpoints", `{"url":"https://x.example.com","secret":"hunter2"}`, "whsec_"},
+		{"POST", "/v1/endpoints", `{"url":"https://x.example.com"}`, `event_types: required: the event types to receive, or ["*"] for all`},
+		{"POST", "/v1/endpoints", `{"url":"https://x.example.com","event_types":[]}`, "event_types: required"},
 		{"PATCH", "/v1/endpoints/" + b.epA, `{"status":"paused"}`, "status"},
 		{"PATCH", "/v1/endpoints/" + b.epA, `{"url":"javascript:alert(1)"}`, "scheme"},
 		{"GET", "/v1/endpoints?limit=0", "", "limit"},

@@ -89,7 +89,7 @@ func TestAcceptanceDeadLetterReplayEndToEnd(t *testing.T) {
 		t.Helper()
 		return proctest.Run(t, 60*time.Second, hookctl, common, args...)
 	}
-	code, out, errOut := ctl("endpoints", "add", "--account", "acct_e2e", "--url", rcv.srv.URL+"/hook", "-o", "json")
+	code, out, errOut := ctl("endpoints", "add", "--event-type", "*", "--account", "acct_e2e", "--url", rcv.srv.URL+"/hook", "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	var ep struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(out), &ep))

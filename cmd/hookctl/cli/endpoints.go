@@ -151,7 +151,7 @@ type EndpointsAddCmd struct {
 	URL         string   `name:"url" required:"" help:"Where deliveries are POSTed (http or https)."`
 	ID          string   `name:"id" help:"Endpoint id; generated (ep_...) when empty."`
 	Secret      string   `name:"secret" help:"Signing secret (whsec_<base64>); generated when empty."`
-	EventTypes  []string `name:"event-type" sep:"," help:"Event types to receive, repeatable or comma-separated; '*' wildcards (invoice.*). None means all."`
+	EventTypes  []string `name:"event-type" sep:"," help:"Event types to receive, repeatable or comma-separated; '*' wildcards (invoice.*); required: '*' for all."`
 	Description string   `name:"description" help:"Free text."`
 	Disabled    bool     `name:"disabled" help:"Create it disabled."`
 	EndpointLimits
@@ -160,6 +160,9 @@ type EndpointsAddCmd struct {
 
 // Run implements `hookctl endpoints add`.
 func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
+	if len(c.EventTypes) == 0 {
+		return Usage(errors.New("--event-type: required: name the event types to receive, or pass --event-type '*' for all"))
+	}
 	e := endpoint.Endpoint{ID: c.ID, Account: c.Account, URL: c.URL, Description: c.Description, EventTypes: c.EventTypes,
 		Status: endpoint.StatusActive}
 	if e.ID == "" {

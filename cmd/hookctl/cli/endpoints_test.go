@@ -77,13 +77,22 @@ func TestEndpointsCommands(t *testing.T) {
 	require.Len(t, rotated.Secrets, 1)
 
 	// Bad input: one line, exit 2.
-	code, _, errOut = hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "ftp://x")
+	code, _, errOut = hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", "ftp://x")
 	require.Equal(t, 2, code)
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, errOut)
 	require.Contains(t, errOut, "scheme must be http or https")
-	code, _, errOut = hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "https://x", "--secret", "hunter2")
+	code, _, errOut = hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", "https://x", "--secret", "hunter2")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "whsec_")
+	// No silent subscription to everything: the choice is explicit.
+	code, out, errOut = hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "https://x.example.com/")
+	require.Equal(t, 2, code, out)
+	require.Equal(t, "hookctl: --event-type: required: name the event types to receive, or pass --event-type '*' for all", strings.TrimSpace(errOut))
+	code, out, errOut = hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "https://x.example.com/", "--event-type", "*", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"event_types": [
+    "*"
+  ]`)
 	code, _, errOut = hookctl(t, db, "endpoints", "show", "ep_nope")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "not found")
@@ -107,7 +116,7 @@ func TestEndpointsPrivateDestinations(t *testing.T) {
 		"http://localhost:9000/":        "url: localhost is a loopback name (RFC 6761)",
 		"http://169.254.169.254/latest": "url: 169.254.169.254 is a cloud instance metadata address",
 	} {
-		code, out, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", url)
+		code, out, errOut := hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", url)
 		require.Equal(t, 2, code, url)
 		require.Empty(t, out)
 		require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
@@ -118,7 +127,7 @@ func TestEndpointsPrivateDestinations(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Equal(t, "[]\n", out, "nothing written")
 
-	code, out, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "http://127.0.0.1:8080/", "--allow-private-networks", "-o", "json")
+	code, out, errOut := hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", "http://127.0.0.1:8080/", "--allow-private-networks", "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	var ep struct{ ID, URL string }
 	require.NoError(t, json.Unmarshal([]byte(out), &ep))
@@ -140,10 +149,10 @@ func TestEndpointsPrivateDestinations(t *testing.T) {
 func TestEndpointsPrivateNetworksFromEnv(t *testing.T) {
 	db := pgtest.New(t)
 	t.Setenv("HOOKD_ALLOW_PRIVATE_NETWORKS", "false")
-	code, _, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "http://127.0.0.1:8080/")
+	code, _, errOut := hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", "http://127.0.0.1:8080/")
 	require.Equal(t, 2, code, errOut)
 	t.Setenv("HOOKD_ALLOW_PRIVATE_NETWORKS", "true")
-	code, _, errOut = hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "http://127.0.0.1:8080/")
+	code, _, errOut = hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", "http://127.0.0.1:8080/")
 	require.Equal(t, 0, code, errOut)
 }
 
@@ -152,7 +161,7 @@ func TestEndpointsPrivateNetworksFromEnv(t *testing.T) {
 func TestEndpointsBadInput(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	code, out, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "https://x.example/", "-o", "json")
+	code, out, errOut := hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", "https://x.example/", "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	var ep struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(out), &ep))
@@ -170,9 +179,9 @@ func TestEndpointsBadInput(t *testing.T) {
 		{[]string{"--description", "a\x1bb"}, "description"},
 		{[]string{"--url", "http://2130706433/"}, "numeric"},
 	} {
-		add := append([]string{"endpoints", "add", "--account", "acct_1", "--url", "https://y.example/"}, c.args...)
+		add := append([]string{"endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", "https://y.example/"}, c.args...)
 		if c.args[0] == "--url" {
-			add = append([]string{"endpoints", "add", "--account", "acct_1"}, c.args...)
+			add = append([]string{"endpoints", "add", "--event-type", "*", "--account", "acct_1"}, c.args...)
 		}
 		code, _, errOut := hookctl(t, db, add...)
 		require.Equal(t, 2, code, "%v: %s", c.args, errOut)

@@ -14,7 +14,7 @@ import (
 func TestPortalLinkCommand(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	code, out, errOut := hookctl(t, db, "endpoints", "add", "--account", "acct_1", "--url", "https://example.com/hook", "-o", "json")
+	code, out, errOut := hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", "https://example.com/hook", "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	var ep struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(out), &ep))
