@@ -3,11 +3,13 @@ package dispatcher
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/dispatcher/ssrf"
 	"github.com/hookd/hookd/internal/clock"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/internal/version"
@@ -74,6 +76,16 @@ type Config struct {
 	// link-local and metadata addresses may be dialled. Development and
 	// tests only. Defaults to false.
 	AllowPrivateNetworks bool
+	// EgressProxy, when set, is an HTTP CONNECT proxy (http://[user:pass@]
+	// host:port, see ParseEgressProxy) every webhook request goes through,
+	// for fixed egress addresses. The SSRF guard still applies to the
+	// destination: hookd resolves it and refuses forbidden addresses before
+	// sending CONNECT for the checked IP. The proxy's own address is not
+	// checked (it is the operator's, and may be private). Defaults to nil
+	// (direct connections).
+	EgressProxy *url.URL
+	// resolver replaces the DNS resolver of the proxied path (tests).
+	resolver ssrf.Resolver
 	// RetryJitter is the fraction of a tier's delay added at random to a
 	// due time (see retrytiers.Policy). Defaults to 0.1; negative means none.
 	RetryJitter float64
@@ -189,6 +201,11 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	if err := c.Topics.Validate(); err != nil {
 		return err
+	}
+	if c.EgressProxy != nil {
+		if _, err := ParseEgressProxy(c.EgressProxy.String()); err != nil {
+			return err
+		}
 	}
 	positive := []struct {
 		name string

@@ -36,9 +36,20 @@ type response struct {
 func newSender(cfg Config) *sender {
 	guard := ssrf.Guard{AllowPrivate: cfg.AllowPrivateNetworks}
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second, Control: guard.Control}
+	dial := dialer.DialContext
+	if cfg.EgressProxy != nil {
+		// Through the proxy: the guard checks the destination's resolved
+		// addresses instead of the dialled one (the proxy's).
+		cd := &connectDialer{proxy: cfg.EgressProxy, guard: guard, resolver: net.DefaultResolver,
+			dialer: &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}, timeout: cfg.ConnectTimeout}
+		if cfg.resolver != nil {
+			cd.resolver = cfg.resolver
+		}
+		dial = cd.DialContext
+	}
 	tr := &http.Transport{
-		Proxy:                  nil, // never from the environment
-		DialContext:            dialer.DialContext,
+		Proxy:                  nil, // never from the environment; --egress-proxy is dialled above
+		DialContext:            dial,
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		MaxIdleConns:           0,
 		MaxIdleConnsPerHost:    cfg.IdleConnsPerHost,

@@ -73,6 +73,7 @@ type DispatchFlags struct {
 	BreakerOpenFor      time.Duration `name:"breaker-open-for" default:"30s" env:"HOOKD_BREAKER_OPEN_FOR" help:"How long a tripped endpoint circuit breaker stays open before it lets a probe through; with a short --retry-schedule, keep it shorter than the schedule."`
 	BreakerMinRequests  uint32        `name:"breaker-min-requests" default:"20" env:"HOOKD_BREAKER_MIN_REQUESTS" help:"Answers in the breaker's 60s window before it may trip on --breaker-failure-ratio; that many failures in a row trip it however far apart."`
 	BreakerFailureRatio float64       `name:"breaker-failure-ratio" default:"0.5" env:"HOOKD_BREAKER_FAILURE_RATIO" help:"Share of failed requests in the window that trips the breaker."`
+	EgressProxy         string        `name:"egress-proxy" env:"HOOKD_EGRESS_PROXY" help:"HTTP CONNECT proxy for every webhook request, http://[user:pass@]host:port (fixed egress addresses). The SSRF guard still checks each destination's resolved addresses before CONNECT; the proxy's own address may be private."`
 	EndpointLimitFlags
 }
 
@@ -83,11 +84,15 @@ func (f DispatchFlags) validate() error {
 	if f.MaxInFlight > f.MaxEndpointInFlight {
 		return fmt.Errorf("--max-in-flight: %d is more than --max-endpoint-in-flight %d", f.MaxInFlight, f.MaxEndpointInFlight)
 	}
+	if _, err := dispatcher.ParseEgressProxy(f.EgressProxy); err != nil {
+		return fmt.Errorf("--egress-proxy: %w", err)
+	}
 	return nil
 }
 
 // dispatcherConfig is the dispatcher's config from the flags.
 func (f DispatchFlags) dispatcherConfig(t topics.Config) dispatcher.Config {
+	egress, _ := dispatcher.ParseEgressProxy(f.EgressProxy) // checked by validate
 	return dispatcher.Config{
 		Topics:               t,
 		MaxInFlight:          f.MaxInFlight,
@@ -97,6 +102,7 @@ func (f DispatchFlags) dispatcherConfig(t topics.Config) dispatcher.Config {
 		ConnectTimeout:       f.ConnectTimeout,
 		Timeout:              f.RequestTimeout,
 		AllowPrivateNetworks: f.AllowPrivateNetworks,
+		EgressProxy:          egress,
 		Breaker: dispatcher.BreakerConfig{
 			OpenFor:      f.BreakerOpenFor,
 			MinRequests:  f.BreakerMinRequests,
