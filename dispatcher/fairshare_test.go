@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/metrictest"
 )
 
 // TestFairShareAcrossAccounts is issue 11 item 3: an account whose
@@ -85,7 +86,7 @@ func TestFairShareAcrossAccounts(t *testing.T) {
 	require.Zero(t, evil.answered.Load(), "the abusive account's requests still hang")
 	require.LessOrEqual(t, peak, int32(share), "the abusive account never holds more than its share")
 	require.Equal(t, int32(share), peak, "it uses its share")
-	require.Positive(t, metricValue(t, reg, "hookd_dispatcher_fair_share_waits_total"))
+	require.Positive(t, metrictest.Value(t, reg, "hookd_dispatcher_fair_share_waits_total"))
 	for i, rc := range healthy {
 		require.Equal(t, recordsPerEndpoint, rc.distinct(), "healthy endpoint %d", i)
 	}
@@ -94,7 +95,7 @@ func TestFairShareAcrossAccounts(t *testing.T) {
 	// alone and may use every slot (up to --max-endpoint-in-flight, 64).
 	eventually(t, 30*time.Second, func() bool { return evil.inFlight.Load() == concurrency },
 		"alone, the abusive account uses all %d slots", concurrency)
-	eventually(t, 10*time.Second, func() bool { return metricValue(t, reg, "hookd_dispatcher_active_accounts") == 1 },
+	eventually(t, 10*time.Second, func() bool { return metrictest.Value(t, reg, "hookd_dispatcher_active_accounts") == 1 },
 		"one active account")
 }
 
@@ -136,7 +137,7 @@ func TestFairShareKeepsPartitionsFlowing(t *testing.T) {
 	eventually(t, 60*time.Second, func() bool { return healthy.distinct() == healthyAccounts*rounds }, "every healthy delivery done")
 	require.Zero(t, evil.answered.Load(), "the abusive account's requests still hang")
 	require.LessOrEqual(t, evil.maxSeen.Load(), int32(32/(healthyAccounts+1)), "at most its share")
-	require.Positive(t, metricValue(t, reg, "hookd_dispatcher_fair_share_deferred_total"))
+	require.Positive(t, metrictest.Value(t, reg, "hookd_dispatcher_fair_share_deferred_total"))
 	eventually(t, 20*time.Second, func() bool {
 		att, _, _ := b.col.snapshot()
 		for _, a := range att {
@@ -184,7 +185,7 @@ func TestFairShareShedsAPartitionFilledAlone(t *testing.T) {
 	eventually(t, 20*time.Second, func() bool { return healthy.count("evt_other") == 1 }, "the other partition's record")
 	eventually(t, 20*time.Second, func() bool { return healthy.count("evt_same") == 1 }, "the record behind the full partition")
 	require.Zero(t, evil.answered.Load())
-	require.Positive(t, metricValue(t, reg, "hookd_dispatcher_fair_share_deferred_total"))
+	require.Positive(t, metrictest.Value(t, reg, "hookd_dispatcher_fair_share_deferred_total"))
 }
 
 // heldRecords returns hookd_dispatcher_held_records of one partition.

@@ -16,6 +16,7 @@ import (
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/metrictest"
 )
 
 // hangingReceiver answers only once release is called (or the request is
@@ -36,25 +37,6 @@ func hangingReceiver(t testing.TB) (rc *receiver, release func()) {
 	return rc, release
 }
 
-// metricValue returns the value of an unlabelled gauge or counter.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
-
 // TestEndpointInFlightIsCappedByTheOperator: an endpoint that sets
 // max_in_flight 100000 (issue 11 item 3) gets MaxEndpointInFlight.
 func TestEndpointInFlightIsCappedByTheOperator(t *testing.T) {
@@ -73,7 +55,7 @@ func TestEndpointInFlightIsCappedByTheOperator(t *testing.T) {
 	// Every start of a batch happens under one lock: once 8 requests
 	// arrived and the gauge says 8, no more are coming.
 	eventually(t, 20*time.Second, func() bool {
-		return rc.inFlight.Load() == 8 && metricValue(t, reg, "hookd_dispatcher_in_flight_requests") == 8
+		return rc.inFlight.Load() == 8 && metrictest.Value(t, reg, "hookd_dispatcher_in_flight_requests") == 8
 	}, "8 requests in flight (receiver and gauge)")
 	require.Equal(t, int32(8), rc.maxSeen.Load(), "never more than --max-endpoint-in-flight")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/metrictest"
 	"github.com/hookd/hookd/store"
 	"github.com/hookd/hookd/store/attemptlog"
 )
@@ -95,5 +96,5 @@ func TestWriterKeepsAnotherAccountsRecordsOut(t *testing.T) {
 	for _, want := range []string{"level=WARN", "delivery_id=" + dlv, "endpoint_id=ep_shared", "account=acct_b", "owner_account=acct_a"} {
 		require.Contains(t, warn[0], want)
 	}
-	require.Equal(t, 2.0, metricValue(t, b.reg, "hookd_attempt_log_records_total", "account_mismatch"))
+	require.Equal(t, 2.0, metrictest.Value(t, b.reg, "hookd_attempt_log_records_total", "account_mismatch"))
 }

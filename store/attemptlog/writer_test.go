@@ -18,6 +18,7 @@ import (
 	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/kafkatest"
+	"github.com/hookd/hookd/internal/metrictest"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/internal/wait"
@@ -191,9 +192,9 @@ func TestWriterBatchesIdempotentlyAndTracksState(t *testing.T) {
 	eventually(t, 20*time.Second, "every attempt in the log", func() bool {
 		return b.queryInt(t, `SELECT count(*) FROM webhooks.attempts`) == total
 	})
-	require.GreaterOrEqual(t, metricValue(t, b.reg, "hookd_attempt_log_batches_total"), float64(total/40))
+	require.GreaterOrEqual(t, metrictest.Value(t, b.reg, "hookd_attempt_log_batches_total"), float64(total/40))
 	require.Equal(t, 60, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries`))
-	require.Equal(t, 1.0, metricValue(t, b.reg, "hookd_attempt_log_records_total", "invalid"))
+	require.Equal(t, 1.0, metrictest.Value(t, b.reg, "hookd_attempt_log_records_total", "invalid"))
 	require.Equal(t, 12, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'dead' AND dlq_offset IS NOT NULL AND dead_reason = 'client_error'`))
 	require.Equal(t, 48, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'delivered'`))
 	// Delivery 3 failed three times, then was delivered at attempt 4.
@@ -207,18 +208,18 @@ func TestWriterBatchesIdempotentlyAndTracksState(t *testing.T) {
 	b.produce(t, recs...)
 	b.produce(t, &late)
 	eventually(t, 20*time.Second, "the duplicates consumed", func() bool {
-		return metricValue(t, b.reg, "hookd_attempt_log_records_total", "duplicate") == float64(total) &&
-			metricValue(t, b.reg, "hookd_attempt_log_records_total", "inserted") == float64(total+1)
+		return metrictest.Value(t, b.reg, "hookd_attempt_log_records_total", "duplicate") == float64(total) &&
+			metrictest.Value(t, b.reg, "hookd_attempt_log_records_total", "inserted") == float64(total+1)
 	})
 	require.Equal(t, total+1, b.queryInt(t, `SELECT count(*) FROM webhooks.attempts`))
 	require.Equal(t, 0, b.queryInt(t, `SELECT count(*) FROM (SELECT attempt_id FROM webhooks.attempts GROUP BY 1 HAVING count(*) > 1) dup`))
 	require.Equal(t, before, b.snapshot(t), "delivery rows changed by duplicates or a stale attempt")
 
 	// Metrics count each attempt once.
-	require.Equal(t, 12.0, metricValue(t, b.reg, "hookd_dlq_records_total", "client_error"))
-	require.Equal(t, 46.0, metricValue(t, b.reg, "hookd_attempts_total", "1", "retry"), "45 first attempts failed, plus the stale one")
-	require.Equal(t, 12.0, metricValue(t, b.reg, "hookd_attempts_total", "1", "delivered"))
-	require.Equal(t, 3.0, metricValue(t, b.reg, "hookd_attempts_total", "1", "permanent"))
+	require.Equal(t, 12.0, metrictest.Value(t, b.reg, "hookd_dlq_records_total", "client_error"))
+	require.Equal(t, 46.0, metrictest.Value(t, b.reg, "hookd_attempts_total", "1", "retry"), "45 first attempts failed, plus the stale one")
+	require.Equal(t, 12.0, metrictest.Value(t, b.reg, "hookd_attempts_total", "1", "delivered"))
+	require.Equal(t, 3.0, metrictest.Value(t, b.reg, "hookd_attempts_total", "1", "permanent"))
 }
 
 // snapshot renders every delivery row, for before/after comparisons.
@@ -230,32 +231,6 @@ func (b *bundle) snapshot(t *testing.T) []string {
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	return out
-}
-
-// metricValue reads one series of reg (counter or gauge); an absent series
-// reads as 0.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if len(labels) != len(m.GetLabel()) {
-				continue
-			}
-			match := true
-			for i, l := range m.GetLabel() {
-				match = match && l.GetValue() == labels[i]
-			}
-			if match {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
 }
 
 // TestWriterWritesPendingRowsFromDeliveries: every record on the deliveries
@@ -291,7 +266,7 @@ func TestWriterWritesPendingRowsFromDeliveries(t *testing.T) {
 	reg2 := prometheus.NewRegistry()
 	b.startWriter(t, attemptlog.Config{}, reg2)
 	eventually(t, 20*time.Second, "the second read", func() bool {
-		return metricValue(t, reg2, "hookd_attempt_log_records_total", "pending") >= 5
+		return metrictest.Value(t, reg2, "hookd_attempt_log_records_total", "pending") >= 5
 	})
 	require.Equal(t, 5, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries`))
 	require.Equal(t, 1, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'p-d000' AND status = 'delivered'`))
@@ -333,8 +308,8 @@ func TestWriterSurvivesPostgresOutage(t *testing.T) {
 		b.produce(t, during[i:min(i+20, len(during))]...)
 	}
 	eventually(t, 20*time.Second, "the writer to hit the outage", func() bool {
-		return metricValue(t, b.reg, "hookd_attempt_log_write_errors_total", "transient") >= 3 &&
-			metricValue(t, b.reg, "hookd_attempt_log_postgres_up") == 0
+		return metrictest.Value(t, b.reg, "hookd_attempt_log_write_errors_total", "transient") >= 3 &&
+			metrictest.Value(t, b.reg, "hookd_attempt_log_postgres_up") == 0
 	})
 	// Stop the writer mid-outage: its batch in hand is unwritten and must
 	// not be committed. A fresh writer of the same group takes over.
@@ -344,7 +319,7 @@ func TestWriterSurvivesPostgresOutage(t *testing.T) {
 	reg2 := prometheus.NewRegistry()
 	b.startWriter(t, attemptlog.Config{MaxBatch: 25}, reg2)
 	eventually(t, 20*time.Second, "the new writer to retry against the outage", func() bool {
-		return metricValue(t, reg2, "hookd_attempt_log_write_errors_total", "transient") >= 2
+		return metrictest.Value(t, reg2, "hookd_attempt_log_write_errors_total", "transient") >= 2
 	})
 	restore()
 
@@ -360,7 +335,7 @@ func TestWriterSurvivesPostgresOutage(t *testing.T) {
 	require.Equal(t, want, b.queryInt(t, `SELECT count(DISTINCT attempt_id) FROM webhooks.attempts WHERE attempt_id = ANY($1)`, ids))
 	require.Equal(t, 80, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries`))
 	require.Equal(t, 0, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status IN ('pending', 'retrying')`))
-	require.Equal(t, 1.0, metricValue(t, reg2, "hookd_attempt_log_postgres_up"))
+	require.Equal(t, 1.0, metrictest.Value(t, reg2, "hookd_attempt_log_postgres_up"))
 }
 
 func TestWriterDisablesEndpoints(t *testing.T) {
@@ -429,8 +404,8 @@ func TestWriterDisablesEndpoints(t *testing.T) {
 	require.True(t, ev.FailingSince.Equal(t0))
 	require.True(t, ev.DisabledAt.Equal(t0.Add(72*time.Hour+time.Minute)))
 	require.Equal(t, "disabled", b.status(t, "ep-down"))
-	require.Equal(t, 1.0, metricValue(t, b.reg, "hookd_endpoints_disabled_total", "failing"))
-	require.Equal(t, 1.0, metricValue(t, b.reg, "hookd_endpoints_disabled_total", "gone"))
+	require.Equal(t, 1.0, metrictest.Value(t, b.reg, "hookd_endpoints_disabled_total", "failing"))
+	require.Equal(t, 1.0, metrictest.Value(t, b.reg, "hookd_endpoints_disabled_total", "gone"))
 
 	// Re-enabling clears the state.
 	_, err := b.db.Store.Pool().Exec(context.Background(), `UPDATE webhooks.endpoints SET status = 'active' WHERE id = 'ep-down'`)
@@ -516,12 +491,12 @@ func TestWriterRetriesAHungPostgres(t *testing.T) {
 	recs := history("hung", "ep1", 10)
 	b.produce(t, recs...)
 	eventually(t, 20*time.Second, "the writer to time out twice", func() bool {
-		return metricValue(t, b.reg, "hookd_attempt_log_write_errors_total", "transient") >= 2 &&
-			metricValue(t, b.reg, "hookd_attempt_log_postgres_up") == 0
+		return metrictest.Value(t, b.reg, "hookd_attempt_log_write_errors_total", "transient") >= 2 &&
+			metrictest.Value(t, b.reg, "hookd_attempt_log_postgres_up") == 0
 	})
 	require.NoError(t, locker.Rollback(ctx))
 	eventually(t, 20*time.Second, "the log to catch up", func() bool {
 		return b.queryInt(t, `SELECT count(*) FROM webhooks.attempts`) == len(recs)
 	})
-	require.Equal(t, 1.0, metricValue(t, b.reg, "hookd_attempt_log_postgres_up"))
+	require.Equal(t, 1.0, metrictest.Value(t, b.reg, "hookd_attempt_log_postgres_up"))
 }

@@ -110,27 +110,20 @@ func (m *Maintainer) Name() string { return "attempt-partitions" }
 
 // Run maintains at once, then every Interval, until ctx ends.
 func (m *Maintainer) Run(ctx context.Context) error {
-	t := time.NewTicker(m.cfg.Interval)
-	defer t.Stop()
-	for {
-		now := m.deps.Clock()
-		res, err := m.deps.Store.MaintainAttemptPartitions(ctx, now, m.cfg.Ahead, m.cfg.Retention)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			m.errors.Inc()
-			m.deps.Logger.WarnContext(ctx, "attempt partition maintenance failed; retrying at the next interval",
-				"error", err, "retry_in", m.cfg.Interval)
-		case err == nil:
-			m.last.Set(float64(now.Unix()))
-			m.dropped.Add(float64(len(res.Dropped)))
-			if len(res.Dropped) > 0 {
-				m.deps.Logger.InfoContext(ctx, "attempt partitions dropped", "partitions", res.Dropped, "retention", m.cfg.Retention)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return everyInterval(ctx, m.cfg.Interval, m.deps.Logger, "attempt partition maintenance", m.errors, m.pass)
+}
+
+// pass creates the partitions ahead and drops the expired ones.
+func (m *Maintainer) pass(ctx context.Context) error {
+	now := m.deps.Clock()
+	res, err := m.deps.Store.MaintainAttemptPartitions(ctx, now, m.cfg.Ahead, m.cfg.Retention)
+	if err != nil {
+		return err
 	}
+	m.last.Set(float64(now.Unix()))
+	m.dropped.Add(float64(len(res.Dropped)))
+	if len(res.Dropped) > 0 {
+		m.deps.Logger.InfoContext(ctx, "attempt partitions dropped", "partitions", res.Dropped, "retention", m.cfg.Retention)
+	}
+	return nil
 }

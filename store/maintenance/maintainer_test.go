@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookd/hookd/internal/metrictest"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/store/maintenance"
@@ -37,8 +38,8 @@ func TestMaintainerKeepsPartitionsAheadAndDropsExpired(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	}()
-	eventually(t, 10*time.Second, "partitions maintained", func() bool {
-		return metricValue(t, reg, "hookd_attempt_partition_maintenance_last_success_timestamp_seconds") == float64(now.Unix())
+	wait.For(t, 10*time.Second, "partitions maintained", func() bool {
+		return metrictest.Value(t, reg, "hookd_attempt_partition_maintenance_last_success_timestamp_seconds") == float64(now.Unix())
 	})
 	names, err := db.Store.AttemptPartitions(ctx)
 	require.NoError(t, err)
@@ -46,36 +47,5 @@ func TestMaintainerKeepsPartitionsAheadAndDropsExpired(t *testing.T) {
 		require.True(t, slices.Contains(names, want), "%s missing from %v", want, names)
 	}
 	require.False(t, slices.Contains(names, "attempts_p20260129"), "expired partition kept: %v", names)
-	require.Equal(t, 2.0, metricValue(t, reg, "hookd_attempt_partitions_dropped_total"))
-}
-
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	wait.For(t, within, what, cond)
-}
-
-// metricValue reads one series of reg (counter or gauge); an absent series
-// reads as 0.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if len(labels) != len(m.GetLabel()) {
-				continue
-			}
-			match := true
-			for i, l := range m.GetLabel() {
-				match = match && l.GetValue() == labels[i]
-			}
-			if match {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	require.Equal(t, 2.0, metrictest.Value(t, reg, "hookd_attempt_partitions_dropped_total"))
 }

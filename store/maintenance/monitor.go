@@ -159,19 +159,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 	defer cl.Close()
 	ann := NewAnnouncer(cl, m.deps.Store, AlertTopics{Events: m.cfg.EventsTopic, Ops: m.cfg.OpsTopic,
 		PortalBaseURL: m.cfg.PortalBaseURL}, m.deps.Logger, m.metrics)
-	t := time.NewTicker(m.cfg.Interval)
-	defer t.Stop()
-	for {
-		if err := m.sweep(ctx, ann); err != nil && ctx.Err() == nil {
-			m.errors.Inc()
-			m.deps.Logger.WarnContext(ctx, "endpoint health sweep failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return everyInterval(ctx, m.cfg.Interval, m.deps.Logger, "endpoint health sweep", m.errors,
+		func(ctx context.Context) error { return m.sweep(ctx, ann) })
 }
 
 // sweep runs one pass with ann.

@@ -137,19 +137,7 @@ func (r *Reconciler) Name() string { return "reconcile" }
 
 // Run checks at once, then every Interval, until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		if err := r.check(ctx); err != nil && ctx.Err() == nil {
-			r.errors.Inc()
-			r.deps.Logger.WarnContext(ctx, "reconciliation failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return everyInterval(ctx, r.cfg.Interval, r.deps.Logger, "reconciliation", r.errors, r.check)
 }
 
 func (r *Reconciler) check(ctx context.Context) error {
