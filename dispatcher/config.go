@@ -84,6 +84,10 @@ type Config struct {
 	// checked (it is the operator's, and may be private). Defaults to nil
 	// (direct connections).
 	EgressProxy *url.URL
+	// LogDeliveries logs one line per attempt (endpoint, event id, status,
+	// duration) at info; without it the same lines are logged at debug.
+	// Defaults to false.
+	LogDeliveries bool
 	// resolver replaces the DNS resolver of the proxied path (tests).
 	resolver ssrf.Resolver
 	// RetryJitter is the fraction of a tier's delay added at random to a

@@ -97,7 +97,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		clock:     deps.Clock,
 		policy:    policy,
 		m:         m,
-		sender:    newSender(cfg),
+		sender:    newSender(cfg).logging(deps.Logger, cfg.LogDeliveries),
 		kopts:     deps.KafkaOpts,
 		parts:     map[kafkaconn.TopicPartition]*partState{},
 		eps:       map[string]*endpointState{},

@@ -1,13 +1,16 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,4 +186,32 @@ func TestParseEgressProxy(t *testing.T) {
 	}
 	_, err := ParseEgressProxy("http://u:secret@proxy")
 	require.NotContains(t, err.Error(), "secret", "the password is not printed")
+}
+
+// Each attempt is one log line (endpoint, event id, status, duration): at
+// debug by default, at info with --log-deliveries.
+func TestDeliveryAttemptsAreLogged(t *testing.T) {
+	t.Parallel()
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	t.Cleanup(rcv.Close)
+	cfg := Config{AllowPrivateNetworks: true}
+	cfg.setDefaults()
+	target := Target{ID: "ep_log", URL: rcv.URL, Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}
+	for _, c := range []struct {
+		level  slog.Level
+		atInfo bool
+		lines  int
+	}{{slog.LevelInfo, false, 0}, {slog.LevelDebug, false, 1}, {slog.LevelInfo, true, 1}} {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: c.level}))
+		s := newSender(cfg).logging(log, c.atInfo)
+		require.NoError(t, s.send(context.Background(), target, proxyTestDelivery, 5*time.Second).err)
+		out := buf.String()
+		require.Equal(t, c.lines, strings.Count(out, "\n"), out)
+		if c.lines > 0 {
+			for _, want := range []string{`msg="delivery attempt"`, "endpoint_id=ep_log", "event_id=evt_1", "delivery_id=dlv_1", "status=202", "duration_ms="} {
+				require.Contains(t, out, want)
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,6 +24,9 @@ type sender struct {
 	userAgent string
 	readLimit int64
 	excerpt   int
+	// log, when set, gets one line per attempt at logLevel.
+	log      *slog.Logger
+	logLevel slog.Level
 }
 
 // response is what came back from one request.
@@ -70,9 +74,36 @@ func newSender(cfg Config) *sender {
 	}
 }
 
+// logging makes send log one line per attempt on log: at info when
+// atInfo (--log-deliveries), else at debug (seen with --log-level debug).
+func (s *sender) logging(log *slog.Logger, atInfo bool) *sender {
+	s.log, s.logLevel = log, slog.LevelDebug
+	if atInfo {
+		s.logLevel = slog.LevelInfo
+	}
+	return s
+}
+
 // send POSTs d's body, unchanged, to t, signed with every secret of t.
 // timeout bounds the whole exchange, reading the response included.
 func (s *sender) send(ctx context.Context, t Target, d *delivery.Delivery, timeout time.Duration) response {
+	if s.log == nil || !s.log.Enabled(ctx, s.logLevel) {
+		return s.post(ctx, t, d, timeout)
+	}
+	start := time.Now()
+	res := s.post(ctx, t, d, timeout)
+	attrs := []slog.Attr{slog.String("endpoint_id", t.ID), slog.String("event_id", d.EventID),
+		slog.String("delivery_id", d.ID), slog.Int("status", res.status),
+		slog.Int64("duration_ms", time.Since(start).Milliseconds())}
+	if res.err != nil {
+		attrs = append(attrs, slog.String("error", res.err.Error()))
+	}
+	s.log.LogAttrs(ctx, s.logLevel, "delivery attempt", attrs...)
+	return res
+}
+
+// post makes the request of send.
+func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeout time.Duration) response {
 	u, err := url.Parse(t.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return response{err: fmt.Errorf("%w: %q", ErrInvalidURL, t.URL)}

@@ -73,6 +73,7 @@ type DispatchFlags struct {
 	BreakerOpenFor      time.Duration `name:"breaker-open-for" default:"30s" env:"HOOKD_BREAKER_OPEN_FOR" help:"How long a tripped endpoint circuit breaker stays open before it lets a probe through; with a short --retry-schedule, keep it shorter than the schedule."`
 	BreakerMinRequests  uint32        `name:"breaker-min-requests" default:"20" env:"HOOKD_BREAKER_MIN_REQUESTS" help:"Answers in the breaker's 60s window before it may trip on --breaker-failure-ratio; that many failures in a row trip it however far apart."`
 	BreakerFailureRatio float64       `name:"breaker-failure-ratio" default:"0.5" env:"HOOKD_BREAKER_FAILURE_RATIO" help:"Share of failed requests in the window that trips the breaker."`
+	LogDeliveries       bool          `name:"log-deliveries" env:"HOOKD_LOG_DELIVERIES" help:"Log one line per delivery attempt (endpoint, event id, status, duration) at info; they are logged at debug anyway (--log-level debug)."`
 	EgressProxy         string        `name:"egress-proxy" env:"HOOKD_EGRESS_PROXY" help:"HTTP CONNECT proxy for every webhook request, http://[user:pass@]host:port (fixed egress addresses). The SSRF guard still checks each destination's resolved addresses before CONNECT; the proxy's own address may be private."`
 	EndpointLimitFlags
 }
@@ -103,6 +104,7 @@ func (f DispatchFlags) dispatcherConfig(t topics.Config) dispatcher.Config {
 		Timeout:              f.RequestTimeout,
 		AllowPrivateNetworks: f.AllowPrivateNetworks,
 		EgressProxy:          egress,
+		LogDeliveries:        f.LogDeliveries,
 		Breaker: dispatcher.BreakerConfig{
 			OpenFor:      f.BreakerOpenFor,
 			MinRequests:  f.BreakerMinRequests,
