@@ -129,7 +129,7 @@ func TestOversizeRowIsDeadLetteredAndTheSlotMovesOn(t *testing.T) {
 
 	// Committed before the relay ever ran: the back-fill meets it.
 	e.insert(t, "pre_ok", "acctA", "inv.paid", true)
-	e.insertBypassing(t, fmt.Sprintf(`INSERT INTO webhooks.outbox (id, account, type, payload) VALUES ('pre_big', 'acctA', 'inv.paid', jsonb_build_object('x', repeat('a', 2*1024*1024)))`))
+	e.insertBypassing(t, `INSERT INTO webhooks.outbox (id, account, type, payload) VALUES ('pre_big', 'acctA', 'inv.paid', jsonb_build_object('x', repeat('a', 2*1024*1024)))`)
 
 	reg := prometheus.NewRegistry()
 	rl := e.newRelayWith(t, e.relayConfig(), reg)
