@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/internal/clock"
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/wait"
@@ -98,6 +99,9 @@ type offsetClock struct{ off atomic.Int64 }
 
 func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
 
+// AfterFunc runs f after d of real time.
+func (c *offsetClock) AfterFunc(d time.Duration, f func()) clock.Timer { return time.AfterFunc(d, f) }
+
 // startAlertRoles runs what the pipeline needs beyond startPipeline for
 // events produced to webhooks.events: the router, and the endpoint-health
 // monitor with a short warn-after.
@@ -112,7 +116,7 @@ func (b *bundle) startAlertRoles(t *testing.T, clk *offsetClock) {
 	require.NoError(t, err)
 	mon, err := maintenance.NewMonitor(maintenance.MonitorConfig{OpsTopic: b.names.Ops, EventsTopic: b.names.Events,
 		DisableAfter: 100 * time.Hour, WarnAfter: time.Second, Interval: 100 * time.Millisecond, PortalBaseURL: "https://hooks.example.com"},
-		maintenance.MonitorDeps{Store: b.db.Store, Logger: logger, Registerer: reg, KafkaOpts: opts, Clock: clk.Now})
+		maintenance.MonitorDeps{Store: b.db.Store, Logger: logger, Registerer: reg, KafkaOpts: opts, Clock: clk})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

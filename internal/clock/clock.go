@@ -1,14 +1,15 @@
-// Package clock is hookd's time source for due times, tier gates and
-// breakers: Clock and Timer, with System, the wall clock. Tests use the
-// manual clock in internal/clock/fakeclock. Applications cannot import it.
+// Package clock is hookd's one time source: due times, tier gates,
+// breakers, the attempt-log writer and the periodic maintenance roles all
+// take a Clock (System, the wall clock, by default). Tests use the manual
+// clock in internal/clock/fakeclock.
 //
 // Internal: only hookd's own packages can import it.
 package clock
 
 import "time"
 
-// Clock is the time source of due times and tier gates. Tests inject a
-// manual clock so a two-day schedule runs in milliseconds.
+// Clock is the time source. Tests inject a manual clock so a two-day
+// schedule runs in milliseconds.
 type Clock interface {
 	Now() time.Time
 	// AfterFunc calls f in its own goroutine once d has elapsed.

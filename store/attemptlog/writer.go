@@ -30,6 +30,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookd/hookd/internal/clock"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -146,8 +148,8 @@ type Deps struct {
 	// writer adds its group, topic and manual commits. Its default fetch
 	// size (kgo.FetchMaxBytes, 8 MiB) can be overridden here.
 	KafkaOpts []kgo.Opt
-	// Clock returns now. Defaults to time.Now.
-	Clock func() time.Time
+	// Clock is the time source. Defaults to clock.System{}.
+	Clock clock.Clock
 }
 
 // Writer is the attempt-log writer role.
@@ -172,7 +174,7 @@ func New(cfg Config, deps Deps) (*Writer, error) {
 		return nil, errors.New("attempt log: store, logger and registerer are required")
 	}
 	if deps.Clock == nil {
-		deps.Clock = time.Now
+		deps.Clock = clock.System{}
 	}
 	m, err := newMetrics(deps.Registerer)
 	if err != nil {
@@ -286,7 +288,7 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *maintenance.An
 	w.m.batches.Inc()
 	w.m.batchSize.Observe(float64(len(decoded)))
 	w.m.writeSeconds.Observe(time.Since(start).Seconds())
-	w.m.lag.Set(max(w.deps.Clock().Sub(oldest).Seconds(), 0))
+	w.m.lag.Set(max(w.deps.Clock.Now().Sub(oldest).Seconds(), 0))
 	w.count(decoded, res)
 	w.warnMismatches(wctx, res.Mismatched)
 	if len(res.Disabled) > 0 {
@@ -328,7 +330,7 @@ func (w *Writer) writePending(ctx context.Context, rows []store.PendingDelivery,
 		}
 		w.m.postgresUp.Set(0)
 		w.m.writeErrors.WithLabelValues("transient").Inc()
-		w.m.lag.Set(max(w.deps.Clock().Sub(oldest).Seconds(), 0))
+		w.m.lag.Set(max(w.deps.Clock.Now().Sub(oldest).Seconds(), 0))
 		wait = w.backoff(wait)
 		w.deps.Logger.WarnContext(ctx, "writing pending delivery rows failed; retrying the batch, records stay in Kafka",
 			"rows", len(rows), "try", try, "retry_in", wait, "error", err)
@@ -349,7 +351,7 @@ func (w *Writer) write(ctx context.Context, recs []*attempt.Record, oldest time.
 	for try := 1; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 		res, err := w.deps.Store.WriteAttempts(tctx, store.WriteAttemptsParams{
-			Records: recs, Now: w.deps.Clock(), DisableAfter: w.cfg.DisableAfter,
+			Records: recs, Now: w.deps.Clock.Now(), DisableAfter: w.cfg.DisableAfter,
 		})
 		cancel()
 		if err == nil {
@@ -365,7 +367,7 @@ func (w *Writer) write(ctx context.Context, recs []*attempt.Record, oldest time.
 		}
 		w.m.postgresUp.Set(0)
 		w.m.writeErrors.WithLabelValues("transient").Inc()
-		w.m.lag.Set(max(w.deps.Clock().Sub(oldest).Seconds(), 0))
+		w.m.lag.Set(max(w.deps.Clock.Now().Sub(oldest).Seconds(), 0))
 		wait = w.backoff(wait)
 		w.deps.Logger.WarnContext(ctx, "writing attempt log failed; retrying the batch, records stay in Kafka",
 			"records", len(recs), "try", try, "retry_in", wait, "error", err)

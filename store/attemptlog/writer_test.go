@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/clock/fakeclock"
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/kafkatest"
 	"github.com/hookd/hookd/internal/metrictest"
@@ -32,31 +33,13 @@ func TestMain(m *testing.M) {
 
 var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 
-// clock is an injected clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 type bundle struct {
 	db       *pgtest.DB
 	kafka    *kafkatest.Cluster
 	producer *kgo.Client
 	names    topics.Names
 	reg      *prometheus.Registry
-	clock    *clock
+	clock    *fakeclock.Clock
 	logger   *slog.Logger
 }
 
@@ -68,7 +51,7 @@ func setup(t *testing.T) *bundle {
 		kafka:  kafkatest.NewProvisioned(t, tcfg),
 		names:  topics.NamesFor(tcfg),
 		reg:    prometheus.NewRegistry(),
-		clock:  &clock{now: t0},
+		clock:  fakeclock.New(t0),
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if testing.Verbose() {
@@ -91,7 +74,7 @@ func (b *bundle) startWriter(t *testing.T, cfg attemptlog.Config, reg *prometheu
 		cfg.RetryMin, cfg.RetryMax = 20*time.Millisecond, 200*time.Millisecond
 	}
 	w, err := attemptlog.New(cfg, attemptlog.Deps{
-		Store: b.db.Store, Logger: b.logger, Registerer: reg, Clock: b.clock.Now,
+		Store: b.db.Store, Logger: b.logger, Registerer: reg, Clock: b.clock,
 		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(b.kafka.Addrs...), kgo.FetchMaxWait(200 * time.Millisecond)},
 	})
 	require.NoError(t, err)

@@ -177,7 +177,7 @@ const DefaultWarnAfter = 24 * time.Hour
 // a new episode's warning follows its predecessor's end), then failing
 // episodes past WarnAfter, then the dead letters of the hours just ended.
 func (m *Monitor) alertSweep(ctx context.Context, ann *Announcer) error {
-	now, base := m.deps.Clock(), ann.alerts.PortalBaseURL
+	now, base := m.deps.Clock.Now(), ann.alerts.PortalBaseURL
 	var errs []error
 	rec, err := m.deps.Store.RecoveredToAnnounce(ctx, m.cfg.FlushLimit)
 	errs = append(errs, err)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookd/hookd/internal/clock"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/store"
@@ -54,8 +56,8 @@ type MaintainerDeps struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics. Required.
 	Registerer prometheus.Registerer
-	// Clock returns now. Defaults to time.Now.
-	Clock func() time.Time
+	// Clock is the time source. Defaults to clock.System{}.
+	Clock clock.Clock
 }
 
 // Maintainer is the attempt-partition maintenance role: at start and every
@@ -81,7 +83,7 @@ func NewMaintainer(cfg MaintainerConfig, deps MaintainerDeps) (*Maintainer, erro
 		return nil, errors.New("attempt partition maintenance: store, logger and registerer are required")
 	}
 	if deps.Clock == nil {
-		deps.Clock = time.Now
+		deps.Clock = clock.System{}
 	}
 	m := &Maintainer{cfg: cfg, deps: deps,
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
@@ -115,7 +117,7 @@ func (m *Maintainer) Run(ctx context.Context) error {
 
 // pass creates the partitions ahead and drops the expired ones.
 func (m *Maintainer) pass(ctx context.Context) error {
-	now := m.deps.Clock()
+	now := m.deps.Clock.Now()
 	res, err := m.deps.Store.MaintainAttemptPartitions(ctx, now, m.cfg.Ahead, m.cfg.Retention)
 	if err != nil {
 		return err

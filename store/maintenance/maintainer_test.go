@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookd/hookd/internal/clock/fakeclock"
 	"github.com/hookd/hookd/internal/metrictest"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/wait"
@@ -29,7 +30,7 @@ func TestMaintainerKeepsPartitionsAheadAndDropsExpired(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := maintenance.NewMaintainer(maintenance.MaintainerConfig{Ahead: 2, Interval: 20 * time.Millisecond},
 		maintenance.MaintainerDeps{Store: db.Store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg,
-			Clock: func() time.Time { return now }})
+			Clock: fakeclock.New(now)})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

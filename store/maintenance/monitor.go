@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookd/hookd/internal/clock"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -94,8 +96,8 @@ type MonitorDeps struct {
 	Registerer prometheus.Registerer
 	// KafkaOpts build the producer of the ops topic (seeds, logging, ...).
 	KafkaOpts []kgo.Opt
-	// Clock returns now. Defaults to time.Now.
-	Clock func() time.Time
+	// Clock is the time source. Defaults to clock.System{}.
+	Clock clock.Clock
 }
 
 // Monitor is the endpoint-health sweep role. Every Interval it disables the
@@ -123,7 +125,7 @@ func NewMonitor(cfg MonitorConfig, deps MonitorDeps) (*Monitor, error) {
 		return nil, errors.New("endpoint health: store, logger and registerer are required")
 	}
 	if deps.Clock == nil {
-		deps.Clock = time.Now
+		deps.Clock = clock.System{}
 	}
 	m, err := NewMetrics(deps.Registerer)
 	if err != nil {
@@ -165,7 +167,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 
 // sweep runs one pass with ann.
 func (m *Monitor) sweep(ctx context.Context, ann *Announcer) error {
-	ds, err := m.deps.Store.DisableFailingEndpoints(ctx, m.deps.Clock(), m.cfg.DisableAfter)
+	ds, err := m.deps.Store.DisableFailingEndpoints(ctx, m.deps.Clock.Now(), m.cfg.DisableAfter)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/clock/fakeclock"
 	"github.com/hookd/hookd/internal/kafkatest"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/topics"
@@ -23,17 +23,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
 }
 
 func TestMonitorDisablesSilentFailingEndpointsAndFlushesOwedEvents(t *testing.T) {
@@ -61,9 +50,9 @@ func TestMonitorDisablesSilentFailingEndpointsAndFlushesOwedEvents(t *testing.T)
 	require.NoError(t, err)
 
 	reg := prometheus.NewRegistry()
-	clk := &clock{now: t0.Add(72*time.Hour + time.Second)}
+	clk := fakeclock.New(t0.Add(72*time.Hour + time.Second))
 	mon, err := maintenance.NewMonitor(maintenance.MonitorConfig{OpsTopic: names.Ops, EventsTopic: names.Events, Interval: 50 * time.Millisecond}, maintenance.MonitorDeps{
-		Store: db.Store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg, Clock: clk.Now,
+		Store: db.Store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg, Clock: clk,
 		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(kafka.Addrs...)},
 	})
 	require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookd/hookd/internal/clock"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/retrytiers"
@@ -80,8 +82,8 @@ type ReconcilerDeps struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics. Required.
 	Registerer prometheus.Registerer
-	// Clock returns now. Defaults to time.Now.
-	Clock func() time.Time
+	// Clock is the time source. Defaults to clock.System{}.
+	Clock clock.Clock
 }
 
 // Reconciler is the reconciliation role.
@@ -104,7 +106,7 @@ func NewReconciler(cfg ReconcilerConfig, deps ReconcilerDeps) (*Reconciler, erro
 		return nil, errors.New("reconcile: store, logger and registerer are required")
 	}
 	if deps.Clock == nil {
-		deps.Clock = time.Now
+		deps.Clock = clock.System{}
 	}
 	r := &Reconciler{cfg: cfg, deps: deps,
 		overdue: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -141,7 +143,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 }
 
 func (r *Reconciler) check(ctx context.Context) error {
-	now := r.deps.Clock()
+	now := r.deps.Clock.Now()
 	rep, err := r.deps.Store.OverdueDeliveries(ctx, store.OverdueParams{
 		Now: now, PendingGrace: r.cfg.PendingGrace, DueGrace: r.cfg.DueGrace, MaxAge: r.cfg.MaxAge, Limit: r.cfg.Examples,
 	})

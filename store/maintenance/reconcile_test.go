@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookd/hookd/internal/clock/fakeclock"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/retrytiers"
 	"github.com/hookd/hookd/store/maintenance"
@@ -52,7 +53,7 @@ func TestReconcilerReportsOverdueDeliveries(t *testing.T) {
 	require.NoError(t, err)
 	r, err := maintenance.NewReconciler(maintenance.ReconcilerConfig{Interval: 20 * time.Millisecond, DueGrace: time.Minute, Schedule: sched},
 		maintenance.ReconcilerDeps{Store: db.Store, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Registerer: reg,
-			Clock: func() time.Time { return now }})
+			Clock: fakeclock.New(now)})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
