@@ -37,6 +37,7 @@ import (
 
 	"github.com/hookd/hookd/deadletter/replay"
 	"github.com/hookd/hookd/dispatcher/ssrf"
+	"github.com/hookd/hookd/internal/clock"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/store"
 )
@@ -173,6 +174,8 @@ type Deps struct {
 	// Resolver looks endpoint hosts up for the SSRF check of edited URLs.
 	// Defaults to net.DefaultResolver.
 	Resolver ssrf.Resolver
+	// Clock is the time source. Defaults to clock.System{}.
+	Clock clock.Clock
 }
 
 // Backend is what the pages read and write, available once the daemon has
@@ -184,6 +187,9 @@ type Backend struct {
 	Replay replay.Deps
 }
 
+// now is the portal's clock.
+func (h *Handler) now() time.Time { return h.clock.Now() }
+
 // Handler serves the portal. Create it with New, mount it with Routes and
 // Attach the backend when it is ready; until then pages answer 503.
 type Handler struct {
@@ -191,8 +197,7 @@ type Handler struct {
 	logger   *slog.Logger
 	resolver ssrf.Resolver
 	pages    *pages
-	// now is the clock (tests replace it).
-	now func() time.Time
+	clock    clock.Clock
 
 	mu      sync.RWMutex
 	be      *Backend
@@ -218,11 +223,14 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	if deps.Resolver == nil {
 		deps.Resolver = net.DefaultResolver
 	}
+	if deps.Clock == nil {
+		deps.Clock = clock.System{}
+	}
 	p, err := loadPages()
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, logger: deps.Logger, resolver: deps.Resolver, pages: p, now: time.Now}, nil
+	return &Handler{cfg: cfg, logger: deps.Logger, resolver: deps.Resolver, pages: p, clock: deps.Clock}, nil
 }
 
 // Attach makes the backend available. Replays started in the portal run in
