@@ -35,7 +35,7 @@ devdb-stop: ## Stop the local Postgres that `make run` started.
 	if [ "$$(id -u)" = 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D $$d stop; else $$bin/pg_ctl -D $$d stop; fi
 
 .PHONY: test
-test: check ## Install test dependencies (postgresql, kcat), then go test -race ./... against real Postgres and kfake.
+test: check ## Install test dependencies (postgresql, kcat, chromium), then go test -race ./... against real Postgres, kfake and Chromium.
 	@scripts/ensure-deps.sh
 	@CGO_ENABLED=1 scripts/test.sh
 
