@@ -2,7 +2,6 @@ package maintenance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -79,11 +78,8 @@ func NewMaintainer(cfg MaintainerConfig, deps MaintainerDeps) (*Maintainer, erro
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if deps.Store == nil || deps.Logger == nil || deps.Registerer == nil {
-		return nil, errors.New("attempt partition maintenance: store, logger and registerer are required")
-	}
-	if deps.Clock == nil {
-		deps.Clock = clock.System{}
+	if err := checkDeps("attempt partition maintenance", deps.Store, deps.Logger, deps.Registerer, &deps.Clock); err != nil {
+		return nil, err
 	}
 	m := &Maintainer{cfg: cfg, deps: deps,
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
@@ -99,10 +95,8 @@ func NewMaintainer(cfg MaintainerConfig, deps MaintainerDeps) (*Maintainer, erro
 			Help: "Unix time of the last successful attempt-partition maintenance pass.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.dropped, m.errors, m.last} {
-		if err := deps.Registerer.Register(c); err != nil {
-			return nil, fmt.Errorf("registering attempt partition metrics: %w", err)
-		}
+	if err := register("attempt partition", deps.Registerer, m.dropped, m.errors, m.last); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

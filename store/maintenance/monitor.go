@@ -121,11 +121,8 @@ func NewMonitor(cfg MonitorConfig, deps MonitorDeps) (*Monitor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if deps.Store == nil || deps.Logger == nil || deps.Registerer == nil {
-		return nil, errors.New("endpoint health: store, logger and registerer are required")
-	}
-	if deps.Clock == nil {
-		deps.Clock = clock.System{}
+	if err := checkDeps("endpoint health", deps.Store, deps.Logger, deps.Registerer, &deps.Clock); err != nil {
+		return nil, err
 	}
 	m, err := NewMetrics(deps.Registerer)
 	if err != nil {

@@ -2,7 +2,6 @@ package maintenance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -102,11 +101,8 @@ func NewReconciler(cfg ReconcilerConfig, deps ReconcilerDeps) (*Reconciler, erro
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if deps.Store == nil || deps.Logger == nil || deps.Registerer == nil {
-		return nil, errors.New("reconcile: store, logger and registerer are required")
-	}
-	if deps.Clock == nil {
-		deps.Clock = clock.System{}
+	if err := checkDeps("reconcile", deps.Store, deps.Logger, deps.Registerer, &deps.Clock); err != nil {
+		return nil, err
 	}
 	r := &Reconciler{cfg: cfg, deps: deps,
 		overdue: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -126,10 +122,8 @@ func NewReconciler(cfg ReconcilerConfig, deps ReconcilerDeps) (*Reconciler, erro
 			Help: "Reconciliation passes that failed.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{r.overdue, r.oldestPending, r.open, r.errors} {
-		if err := deps.Registerer.Register(c); err != nil {
-			return nil, fmt.Errorf("registering reconcile metrics: %w", err)
-		}
+	if err := register("reconcile", deps.Registerer, r.overdue, r.oldestPending, r.open, r.errors); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
