@@ -95,7 +95,7 @@ type Reconciler struct {
 	errors        prometheus.Counter
 }
 
-// New checks cfg and registers the metrics.
+// NewReconciler checks cfg and registers the metrics.
 func NewReconciler(cfg ReconcilerConfig, deps ReconcilerDeps) (*Reconciler, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
