@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -37,9 +38,22 @@ type Dispatcher struct {
 	breakers  *breakers
 	kopts     []kgo.Opt
 
-	cl     *kgo.Client
-	gate   *retrytiers.Gate
-	pauses *pauses
+	// newClient is kgo.NewClient; a test widens the start-up window with it.
+	newClient func(...kgo.Opt) (*kgo.Client, error)
+	// clientReady is closed once cl is set. Group management starts inside
+	// newClient, so a rebalance callback can run before newClient returns:
+	// the callbacks wait for it, and everything else they use (gate,
+	// pauses, workCtx) is built before the client.
+	clientReady chan struct{}
+	cl          *kgo.Client
+	gate        *retrytiers.Gate
+	pauses      *pauses
+
+	// stopPoll ends the poll loop with a permanent error (fatal).
+	stopPoll context.CancelCauseFunc
+	// Kafka operations that fail during an outage: one WARN when each
+	// starts failing, one INFO when it recovers.
+	fetchOutage, commitOutage, produceOutage outage
 
 	// workCtx is the context of requests and produces; it outlives Run's
 	// context so that shutdown drains, and is cancelled after DrainTimeout.
@@ -104,6 +118,12 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		accts:     map[string]*accountState{},
 		slots:     cfg.Concurrency,
 		refusals:  refusals{last: map[string]time.Time{}},
+
+		newClient:     kgo.NewClient,
+		clientReady:   make(chan struct{}),
+		fetchOutage:   outage{what: "fetching records"},
+		commitOutage:  outage{what: "committing offsets"},
+		produceOutage: outage{what: "producing retry, dead-letter and attempt records"},
 	}
 	for i, t := range d.names.Retry {
 		d.tierOf[t] = i
@@ -164,17 +184,27 @@ func (d *Dispatcher) clientOpts() []kgo.Opt {
 // Run joins the group and dispatches until ctx ends, then stops fetching,
 // waits up to DrainTimeout for the requests in flight and their produces,
 // commits the watermarks and leaves the group. It returns nil after a clean
-// shutdown.
+// shutdown. Kafka being unreachable does not end it: fetches, commits and
+// produces are retried until the broker answers. Only a permanent error
+// (kafkaconn.Permanent: authentication, authorization, a deleted topic, a
+// record the broker never accepts) ends it early, with that error.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	cl, err := kgo.NewClient(d.clientOpts()...)
+	// Everything the rebalance callbacks use exists before the client:
+	// group management starts inside newClient.
+	d.workCtx, d.cancelWork = drain.Context(ctx, 0)
+	defer d.cancelWork()
+	pollCtx, stopPoll := context.WithCancelCause(ctx)
+	defer stopPoll(nil)
+	d.stopPoll = stopPoll
+	d.pauses = &pauses{by: map[kafkaconn.TopicPartition]uint8{}}
+	d.gate = retrytiers.NewGate(d.clock, duePauser{d.pauses}, d.onDue)
+	cl, err := d.newClient(d.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("dispatcher kafka client: %w", err)
 	}
 	d.cl = cl
-	d.pauses = &pauses{cl: cl, by: map[kafkaconn.TopicPartition]uint8{}}
-	d.gate = retrytiers.NewGate(d.clock, duePauser{d.pauses}, d.onDue)
-	d.workCtx, d.cancelWork = drain.Context(ctx, 0)
-	defer d.cancelWork()
+	d.pauses.cl = cl
+	close(d.clientReady)
 
 	bg := make(chan struct{})
 	var bgWG sync.WaitGroup
@@ -185,7 +215,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}()
 
 	d.log.InfoContext(ctx, "dispatcher started", "group", d.cfg.Group, "topics", append([]string{d.names.Deliveries}, d.names.Retry...))
-	runErr := d.poll(ctx)
+	runErr := d.poll(ctx, pollCtx)
 
 	d.shutdown(ctx)
 	close(bg)
@@ -196,32 +226,45 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return runErr
 }
 
-func (d *Dispatcher) poll(ctx context.Context) error {
+// fatal ends Run with err, a permanent error; the first one wins.
+func (d *Dispatcher) fatal(err error) {
+	d.log.Error("dispatcher stopping on a permanent Kafka error", "error", err)
+	d.stopPoll(fmt.Errorf("dispatcher: %w", err))
+}
+
+// poll reads records until ctx ends (nil) or pollCtx ends with a
+// permanent error (that error).
+func (d *Dispatcher) poll(ctx, pollCtx context.Context) error {
 	for {
-		fs := d.cl.PollRecords(ctx, d.cfg.MaxPollRecords)
-		if ctx.Err() != nil || fs.IsClientClosed() {
+		fs := d.cl.PollRecords(pollCtx, d.cfg.MaxPollRecords)
+		if pollCtx.Err() != nil || fs.IsClientClosed() {
 			d.cl.AllowRebalance()
+			if err := context.Cause(pollCtx); ctx.Err() == nil && err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
 			return nil
 		}
-		var fatal error
+		var failed error
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) {
 				return
 			}
-			d.log.WarnContext(ctx, "fetch error", "topic", t, "partition", p, "error", err)
-			if errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) {
-				fatal = err
+			if kafkaconn.Permanent(err) {
+				d.fatal(fmt.Errorf("fetching %s[%d]: %w", t, p, err))
 			}
+			failed = fmt.Errorf("%s[%d]: %w", t, p, err)
 		})
+		if failed != nil {
+			d.fetchOutage.fail(ctx, d.log, failed)
+		} else if !fs.Empty() {
+			d.fetchOutage.ok(ctx, d.log)
+		}
 		d.mu.Lock()
 		now := d.clock.Now()
 		fs.EachRecord(func(r *kgo.Record) { d.admitLocked(r, now) })
 		d.pumpLocked()
 		d.mu.Unlock()
 		d.cl.AllowRebalance()
-		if fatal != nil {
-			return fmt.Errorf("dispatcher: %w", fatal)
-		}
 	}
 }
 
@@ -323,10 +366,11 @@ func (d *Dispatcher) commit(ctx context.Context, only map[kafkaconn.TopicPartiti
 	})
 	if failed != nil {
 		d.m.commits.WithLabelValues("error").Inc()
-		d.log.WarnContext(ctx, "committing offsets", "error", failed)
+		d.commitOutage.fail(ctx, d.log, failed)
 		return
 	}
 	d.m.commits.WithLabelValues("ok").Inc()
+	d.commitOutage.ok(ctx, d.log)
 }
 
 func (d *Dispatcher) refreshGauges() {
@@ -393,6 +437,7 @@ func oldestDueAge(ps *partState, now time.Time) time.Duration {
 
 // onAssigned creates the state of new partitions.
 func (d *Dispatcher) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	<-d.clientReady
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for t, ps := range assigned {
@@ -404,18 +449,26 @@ func (d *Dispatcher) onAssigned(_ context.Context, _ *kgo.Client, assigned map[s
 	d.log.Info("partitions assigned", "partitions", fmtTPs(assigned))
 }
 
-// onRevoked stops the revoked partitions, waits (up to RevokeTimeout) for
-// their requests in flight, commits their watermarks and forgets them.
+// onRevoked stops the revoked partitions, waits for their requests in
+// flight, commits their watermarks and forgets them, all within
+// RevokeTimeout.
 func (d *Dispatcher) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	<-d.clientReady
 	d.release(ctx, revoked, true)
 }
 
 // onLost forgets lost partitions without committing: another member owns
 // them already.
 func (d *Dispatcher) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	<-d.clientReady
 	d.release(ctx, lost, false)
 }
 
+// release stops the partitions of m. One deadline, RevokeTimeout from
+// now, bounds all of it: the waits for the requests in flight end at
+// three quarters of it, the commit at the deadline. A request still in
+// flight then is abandoned: its record is unfinished, so the partition's
+// next owner attempts it again (a duplicate, never a skip).
 func (d *Dispatcher) release(ctx context.Context, m map[string][]int32, commit bool) {
 	if len(m) == 0 {
 		return
@@ -446,18 +499,16 @@ func (d *Dispatcher) release(ctx context.Context, m map[string][]int32, commit b
 	d.gate.Forget(tps...)
 	d.pauses.forget(tps...)
 
-	deadline := time.NewTimer(d.cfg.RevokeTimeout)
-	defer deadline.Stop()
-	for _, ch := range idle {
-		select {
-		case <-ch:
-		case <-deadline.C:
-			d.log.WarnContext(ctx, "revoke timed out waiting for requests in flight; their records will be re-delivered",
-				"revoke_timeout", d.cfg.RevokeTimeout)
-		}
+	deadline := time.Now().Add(d.cfg.RevokeTimeout)
+	wctx, cancel := context.WithDeadline(ctx, deadline.Add(-d.cfg.RevokeTimeout/4))
+	abandoned := waitAll(wctx, idle)
+	cancel()
+	if abandoned > 0 {
+		d.log.WarnContext(ctx, "revoke timed out waiting for requests in flight; their records will be re-delivered",
+			"revoke_timeout", d.cfg.RevokeTimeout, "partitions_busy", abandoned)
 	}
 	if commit {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithDeadline(ctx, deadline)
 		d.commit(cctx, only)
 		cancel()
 	}
@@ -470,6 +521,26 @@ func (d *Dispatcher) release(ctx context.Context, m map[string][]int32, commit b
 	}
 	d.mu.Unlock()
 	d.log.Info("partitions released", "partitions", fmtTPs(m), "committed", commit)
+}
+
+// waitAll waits for every channel to close or ctx to end, and returns how
+// many had not closed.
+func waitAll(ctx context.Context, chs []chan struct{}) (open int) {
+	for i, ch := range chs {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			for _, ch := range chs[i:] {
+				select {
+				case <-ch:
+				default:
+					open++
+				}
+			}
+			return open
+		}
+	}
+	return 0
 }
 
 func fmtTPs(m map[string][]int32) string {
@@ -559,3 +630,91 @@ func (d duePauser) ResumeFetchPartitions(m map[string][]int32) {
 }
 
 var _ retrytiers.Pauser = duePauser{}
+
+// Produce retry bounds: a failed produce of a retry record, dead letter or
+// attempt record is retried after produceBackoff, doubling up to
+// produceBackoffMax; a produce unanswered for produceSlow (kgo retries by
+// itself while the broker is unreachable) counts as an outage.
+var (
+	produceBackoff    = 100 * time.Millisecond
+	produceBackoffMax = 10 * time.Second
+	produceSlow       = 15 * time.Second
+)
+
+var errProduceSlow = errors.New("no acknowledgement from Kafka yet")
+
+// produce writes rec and returns it once the broker acknowledged it. A
+// failure is retried with backoff until it succeeds, ctx ends (shutdown
+// after DrainTimeout: the source record stays unfinished and is re-read
+// after the restart) or the error is permanent (Run ends with it). Kafka
+// being unreachable costs time, never a record.
+func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record, error) {
+	backoff := produceBackoff
+	for {
+		slow := time.AfterFunc(produceSlow, func() { d.produceOutage.fail(ctx, d.log, errProduceSlow) })
+		r, err := d.cl.ProduceSync(ctx, rec).First()
+		slow.Stop()
+		switch {
+		case err == nil:
+			d.produceOutage.ok(ctx, d.log)
+			return r, nil
+		case ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed):
+			return nil, err
+		case kafkaconn.Permanent(err):
+			d.fatal(fmt.Errorf("producing to %s: %w", rec.Topic, err))
+			return nil, err
+		}
+		d.produceOutage.fail(ctx, d.log, fmt.Errorf("producing to %s: %w", rec.Topic, err))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, produceBackoffMax)
+	}
+}
+
+// outage tracks one kind of Kafka operation through a broker outage: one
+// WARN when it starts failing, debug lines for the retries, one INFO when
+// it succeeds again.
+type outage struct {
+	what     string
+	failing  atomic.Bool // fast path of ok, called after every success
+	mu       sync.Mutex
+	since    time.Time // zero while it succeeds
+	failures int
+}
+
+func (o *outage) fail(ctx context.Context, log *slog.Logger, err error) {
+	o.mu.Lock()
+	first := o.since.IsZero()
+	if first {
+		o.since = time.Now()
+		o.failing.Store(true)
+	}
+	o.failures++
+	o.mu.Unlock()
+	if first {
+		log.WarnContext(ctx, o.what+" failing; retrying until Kafka answers", "error", err)
+		return
+	}
+	log.DebugContext(ctx, o.what+" failed again", "error", err)
+}
+
+func (o *outage) ok(ctx context.Context, log *slog.Logger) {
+	if !o.failing.Load() {
+		return
+	}
+	o.mu.Lock()
+	if o.since.IsZero() {
+		o.mu.Unlock()
+		return
+	}
+	since, n := o.since, o.failures
+	o.since, o.failures = time.Time{}, 0
+	o.failing.Store(false)
+	o.mu.Unlock()
+	log.InfoContext(ctx, o.what+" recovered", "after", time.Since(since).Round(time.Millisecond), "failures", n)
+}

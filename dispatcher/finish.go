@@ -151,7 +151,8 @@ func skipReason(class string) string {
 
 // finish produces what res calls for (a retry record, a dead letter) and
 // the attempt record, each acknowledged by the broker, and only then marks
-// the source record done. If a produce fails the record stays unfinished.
+// the source record done. A failed produce is retried until Kafka answers
+// (d.produce); if shutdown cuts it the record stays unfinished.
 func (d *Dispatcher) finish(it *item, res result) {
 	ok := d.finishRecord(it, res)
 	d.mu.Lock()
@@ -167,7 +168,7 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 			OriginTopic: src.Topic, OriginPartition: src.Partition, OriginOffset: src.Offset,
 			ErrorClass: "malformed", Reason: deadletter.ReasonMalformed, DeadAt: d.clock.Now(),
 		})
-		if err := d.cl.ProduceSync(ctx, dead).FirstErr(); err != nil {
+		if _, err := d.produce(ctx, dead); err != nil {
 			return d.produceFailed("dead letter", src, err)
 		}
 		d.m.deadLetters.WithLabelValues(deadletter.ReasonMalformed).Inc()
@@ -211,7 +212,7 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 	case attempt.NextRetry:
 		next := p.next.Record(d.names.Retry[p.tier])
 		next.Partition = src.Partition
-		if err := d.cl.ProduceSync(ctx, next).FirstErr(); err != nil {
+		if _, err := d.produce(ctx, next); err != nil {
 			return d.produceFailed("retry record", src, err)
 		}
 		rec.NextDueAt = p.due
@@ -226,7 +227,7 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 			prov.LastStatus = res.status
 		}
 		dead := deadletter.Record(d.names.DLQ, src, prov)
-		r, err := d.cl.ProduceSync(ctx, dead).First()
+		r, err := d.produce(ctx, dead)
 		if err != nil {
 			return d.produceFailed("dead letter", src, err)
 		}
@@ -237,7 +238,7 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 	kr, err := rec.KafkaRecord(d.names.Attempts)
 	if err != nil {
 		d.log.Error("invalid attempt record, not produced", "delivery_id", dl.ID, "error", err)
-	} else if err := d.cl.ProduceSync(ctx, kr).FirstErr(); err != nil {
+	} else if _, err := d.produce(ctx, kr); err != nil {
 		return d.produceFailed("attempt record", src, err)
 	}
 	d.m.attempts.WithLabelValues(string(p.outcome), strconv.Itoa(dl.Attempt)).Inc()
