@@ -24,6 +24,12 @@ type Config struct {
 	Listen string
 	// ReadyTimeout bounds each readiness check. Defaults to 2s.
 	ReadyTimeout time.Duration
+	// Pprof mounts net/http/pprof's handlers at /debug/pprof/. Defaults to
+	// false.
+	Pprof bool
+	// AdminToken, when set, is required (Authorization: Bearer) by the
+	// pprof handlers. Defaults to "" (pprof open to whoever reaches Listen).
+	AdminToken string
 }
 
 func (c *Config) setDefaults() {
@@ -71,6 +77,9 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	})
 	mux.HandleFunc("GET /readyz", s.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(deps.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(deps.Logger.Handler(), slog.LevelError)}))
+	if cfg.Pprof {
+		mountPprof(mux, cfg.AdminToken)
+	}
 	if deps.Routes != nil {
 		deps.Routes(mux)
 	}

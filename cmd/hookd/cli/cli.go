@@ -114,6 +114,7 @@ type DaemonFlags struct {
 	NoMigrate        bool          `name:"no-migrate" env:"HOOKD_NO_MIGRATE" help:"Do not apply the Postgres schema at start-up."`
 	AttemptRetention time.Duration `name:"attempt-retention" default:"720h" env:"HOOKD_ATTEMPT_RETENTION" help:"Drop attempt-log partitions older than this."`
 	AdminToken       string        `name:"admin-token" env:"HOOKD_ADMIN_TOKEN" help:"Bearer token with access to every account on the /v1 API and support sign-in to the portal (empty: admin access off). Prefer the environment variable."`
+	Pprof            bool          `name:"pprof" env:"HOOKD_PPROF" help:"Serve Go's profiler (net/http/pprof) at /debug/pprof/ on --listen; with --admin-token set it requires that token (Authorization: Bearer). Off by default."`
 	PortalFlags
 }
 
@@ -132,7 +133,7 @@ func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
 		Kafka:            kc,
 		Postgres:         f.storeConfig(),
 		Topics:           tc,
-		HTTP:             api.Config{Listen: f.Listen},
+		HTTP:             api.Config{Listen: f.Listen, Pprof: f.Pprof, AdminToken: f.AdminToken},
 		Migrate:          !f.NoMigrate,
 		AttemptRetention: f.AttemptRetention,
 		AdminToken:       f.AdminToken,
