@@ -53,11 +53,12 @@ lint: check ## go mod tidy, cross-builds, go vet, gofmt and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-# Postgres for bench: DATABASE_URL when set, otherwise a throwaway pg_virtualenv cluster.
-PG_VIRTUALENV := pg_virtualenv -t -o wal_level=logical -o max_replication_slots=64 -o max_wal_senders=64 -o max_connections=400 -o fsync=off --
+# Postgres for bench: DATABASE_URL when set, otherwise a throwaway pg_virtualenv cluster with the server's
+# defaults (fsync on); hookbench switches fsync itself with ALTER SYSTEM (--postgres durable,fsync-off).
+PG_VIRTUALENV := pg_virtualenv -t -o wal_level=logical -o max_replication_slots=64 -o max_wal_senders=64 -o max_connections=400 --
 
 .PHONY: bench
-bench: ## End-to-end benchmark (go run ./bench/hookbench, BENCH_ARGS=...): real binaries and Postgres, baselines B0/B1/B2; results in bench-results/.
+bench: ## End-to-end benchmark (go run ./bench/hookbench, BENCH_ARGS=...): real binaries, durable Postgres (and fsync=off beside it), baselines B0/B1/B2; results in bench-results/.
 	@scripts/ensure-deps.sh
 	@if [ -n "$${DATABASE_URL:-}" ]; then $(GO) run ./bench/hookbench $(BENCH_ARGS); \
 	else $(PG_VIRTUALENV) $(GO) run ./bench/hookbench $(BENCH_ARGS); fi

@@ -20,7 +20,7 @@ import (
 
 func main() {
 	var cfg hookbench.Config
-	var skip, mem string
+	var skip, mem, pg string
 	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres server (wal_level=logical) to create benchmark databases on (DATABASE_URL)")
 	flag.StringVar(&cfg.Out, "out", "bench-results", "directory for results.md, results.json, throughput.png and latency_cdf.png")
 	flag.IntVar(&cfg.Endpoints, "endpoints", 1000, "receiver endpoints, one account each")
@@ -37,9 +37,16 @@ func main() {
 	flag.IntVar(&cfg.RiverJobs, "river-jobs", 40000, "deliveries the River baseline (B2) makes")
 	flag.Float64Var(&cfg.TenancyAbuseRate, "tenancy-abuse-rate", 100, "events/s of the abusive account in the tenancy phase (100 healthy accounts at --isolation-rate next to it)")
 	flag.IntVar(&cfg.TenancyAbusiveEndpoints, "tenancy-abusive-endpoints", 8, "hanging endpoints of the abusive account (max_in_flight 100000, timeout_ms 60000 stored)")
+	flag.StringVar(&pg, "postgres", "durable,fsync-off", "Postgres settings, comma-separated, the first the headline (every phase), each further one B2 and saturation again: durable (fsync=on, synchronous_commit=on), fsync-off, as-is (the server's own settings, no ALTER SYSTEM); hookbench sets them with ALTER SYSTEM and puts them back at the end")
+	flag.IntVar(&cfg.ScaleOutDispatchers, "scaleout-dispatchers", 3, "dispatch processes of the scale-out phase (saturation again on a fresh stack, against --dispatchers); negative skips it")
 	flag.StringVar(&mem, "memory-endpoints", "10000,100000", "endpoint counts of the memory phase")
-	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: saturation (with it latency, b0, b1, b2),latency,isolation,tenancy,memory,b0,b1,b2")
+	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: saturation (with it latency, scaleout, b0, b1, b2 and the further --postgres settings),latency,scaleout,isolation,tenancy,memory,b0,b1,b2")
 	flag.Parse()
+	var err error
+	if cfg.Postgres, err = hookbench.ParsePostgresModes(pg); err != nil {
+		fmt.Fprintln(os.Stderr, "hookbench:", err)
+		os.Exit(2)
+	}
 	cfg.Skip = map[string]bool{}
 	for _, s := range strings.Split(skip, ",") {
 		if s = strings.TrimSpace(s); s != "" {

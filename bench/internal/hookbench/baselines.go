@@ -132,11 +132,56 @@ func (b *bench) b1(ctx context.Context, s *stack) error {
 }
 
 // b2 runs bench/river's river-sender: jobs inserted in batches into a
-// River queue in a database of its own, worked by 256 workers.
-func (b *bench) b2(ctx context.Context, s *stack) error {
+// River queue in a database of its own, worked by 256 workers. It returns
+// the rate, what Postgres wrote per delivery and a note when the receivers
+// did not see every delivery.
+func (b *bench) b2(ctx context.Context, s *stack) (float64, *PGWrites, string, error) {
 	b.setPhase("B2: River (Postgres queue)")
 	s.resetReceivers()
+	defer s.resetReceivers()
 	n := b.cfg.RiverJobs
+	f, err := writeRiverJobs(s, n)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer os.Remove(f)
+	dbURL, drop, err := createDatabase(ctx, b.cfg.DatabaseURL)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer drop()
+	pgBefore, pgErr := pgStats(ctx, dbURL)
+	cmd := exec.CommandContext(ctx, b.riverBin, "--database-url", dbURL, "--deliveries", f, "--workers", "256", "--timeout", "5m")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, nil, "", fmt.Errorf("river-sender: %v: %s", err, stderr.String())
+	}
+	var res struct {
+		PerSecond float64 `json:"deliveries_per_second"`
+		Completed int     `json:"completed"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return 0, nil, "", fmt.Errorf("river-sender output %q: %w", out, err)
+	}
+	var w *PGWrites
+	if pgErr == nil {
+		if pgAfter, err := pgStats(ctx, dbURL); err == nil {
+			w = writesBetween(pgBefore, pgAfter, res.Completed, "")
+		}
+	}
+	note := ""
+	if got := len(s.firstOK()); got < n {
+		note = fmt.Sprintf("receivers got %d of %d River deliveries", got, n)
+	}
+	b.cfg.Logger.Info("hookbench: B2", "deliveries_per_s", int(res.PerSecond), "jobs", n)
+	return res.PerSecond, w, note, nil
+}
+
+// writeRiverJobs writes n River jobs over the endpoints of s to a
+// temporary file and returns its name.
+func writeRiverJobs(s *stack, n int) (string, error) {
 	type job struct {
 		URL    string `json:"url"`
 		Secret string `json:"secret"`
@@ -151,37 +196,7 @@ func (b *bench) b2(ctx context.Context, s *stack) error {
 	}
 	raw, _ := json.Marshal(jobs)
 	f := filepath.Join(os.TempDir(), fmt.Sprintf("hookbench-b2-%d.json", time.Now().UnixNano()))
-	if err := os.WriteFile(f, raw, 0o600); err != nil {
-		return err
-	}
-	defer os.Remove(f)
-	dbURL, drop, err := createDatabase(ctx, b.cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	defer drop()
-	cmd := exec.CommandContext(ctx, b.riverBin, "--database-url", dbURL, "--deliveries", f, "--workers", "256", "--timeout", "5m")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("river-sender: %v: %s", err, stderr.String())
-	}
-	var res struct {
-		PerSecond float64 `json:"deliveries_per_second"`
-		Completed int     `json:"completed"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		return fmt.Errorf("river-sender output %q: %w", out, err)
-	}
-	got := len(s.firstOK())
-	if got < n {
-		b.res.B2Note = fmt.Sprintf("receivers got %d of %d River deliveries", got, n)
-	}
-	b.res.B2 = res.PerSecond
-	b.cfg.Logger.Info("hookbench: B2", "deliveries_per_s", int(b.res.B2), "jobs", n)
-	s.resetReceivers()
-	return nil
+	return f, os.WriteFile(f, raw, 0o600)
 }
 
 func numCPU() int { return runtime.NumCPU() }

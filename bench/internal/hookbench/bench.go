@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,9 @@ type ProcResult struct {
 	CPUSeconds        float64 `json:"cpu_seconds"`
 	CPUSecondsPer1000 float64 `json:"cpu_seconds_per_1000_deliveries"`
 	PeakRSSMiB        float64 `json:"peak_rss_mib"`
+	// CostOverB0 is the process's CPU per delivery over B0's whole cost
+	// per delivery (the machine's cores / B0's deliveries per second).
+	CostOverB0 float64 `json:"cpu_per_delivery_over_b0_cost,omitempty"`
 }
 
 // Results is everything measured in one run.
@@ -63,8 +67,29 @@ type Results struct {
 	B2            float64                       `json:"b2_river_per_second"`
 	B2Note        string                        `json:"b2_note,omitempty"`
 	Ratios        map[string]float64            `json:"ratios"`
-	Series        map[string][]float64          `json:"throughput_series_per_second"`
-	Notes         []string                      `json:"notes"`
+	// Postgres is the headline durability setting (--postgres, first)
+	// and PostgresSettings what the server reported under it.
+	Postgres         string `json:"postgres_mode"`
+	PostgresSettings string `json:"postgres_settings"`
+	// Writes is what Postgres wrote per delivery in the saturation phase
+	// and B2Writes in B2 (River's database).
+	Writes   *PGWrites `json:"postgres_writes_saturation"`
+	B2Writes *PGWrites `json:"postgres_writes_b2"`
+	// PerSetting is saturation and B2 under each --postgres setting, the
+	// headline first.
+	PerSetting []*SettingRun `json:"per_postgres_setting"`
+	// Stages50 is each stage's latency at 50% of saturation.
+	Stages50 []StageLatency `json:"stage_latency_at_50pct"`
+	// B0CostUs is B0's whole cost per delivery: cores / B0 rate, in µs.
+	B0CostUs float64 `json:"b0_cost_per_delivery_us"`
+	// DispatchCostOverB0 and HookdCostOverB0 are the dispatchers' and all
+	// hookd processes' CPU per delivery in the saturation phase over
+	// B0CostUs.
+	DispatchCostOverB0 float64              `json:"dispatch_cpu_per_delivery_over_b0_cost"`
+	HookdCostOverB0    float64              `json:"hookd_cpu_per_delivery_over_b0_cost"`
+	ScaleOut           *ScaleOut            `json:"scale_out"`
+	Series             map[string][]float64 `json:"throughput_series_per_second"`
+	Notes              []string             `json:"notes"`
 
 	cdf map[string][]float64
 }
@@ -78,8 +103,37 @@ type Isolation struct {
 	P99Ratio        float64      `json:"p99_ratio_without_over_with"`
 }
 
+// SettingRun is the saturation phase and B2 under one Postgres setting.
+type SettingRun struct {
+	Mode        string    `json:"mode"`
+	Settings    string    `json:"settings"`
+	Saturation  float64   `json:"saturation_deliveries_per_second"`
+	Delivered   int       `json:"saturation_delivered"`
+	Lost        int       `json:"lost"`
+	B2          float64   `json:"b2_river_per_second"`
+	B2Note      string    `json:"b2_note,omitempty"`
+	HookdOverB2 float64   `json:"hookd_over_b2"`
+	Writes      *PGWrites `json:"postgres_writes_saturation"`
+	B2Writes    *PGWrites `json:"postgres_writes_b2"`
+}
+
+// ScaleOut is the saturation phase with ScaleOutDispatchers dispatchers
+// against the headline's.
+type ScaleOut struct {
+	Dispatchers int                    `json:"dispatchers"`
+	Saturation  float64                `json:"saturation_deliveries_per_second"`
+	Delivered   int                    `json:"delivered"`
+	Lost        int                    `json:"lost"`
+	Procs       map[string]*ProcResult `json:"processes"`
+	// DispatchCPUUs and HookdCPUUs are CPU µs per delivery of the
+	// dispatchers together and of every hookd process.
+	DispatchCPUUs float64 `json:"dispatch_cpu_us_per_delivery"`
+	HookdCPUUs    float64 `json:"hookd_cpu_us_per_delivery"`
+}
+
 type bench struct {
 	cfg      *Config
+	pg       *pgSettings
 	bin      string
 	riverBin string
 	res      *Results
@@ -117,6 +171,8 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			b.riverBin = filepath.Join(binDir, "river-sender")
 		}
 	}
+	b.pg = &pgSettings{base: cfg.DatabaseURL}
+	defer b.pg.restore()
 	stop := b.progress(ctx)
 	defer stop()
 	if err := b.runAll(ctx); err != nil {
@@ -126,11 +182,41 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 }
 
 func (b *bench) runAll(ctx context.Context) error {
+	modes := b.cfg.Postgres
+	r := b.res
+	r.Postgres = modes[0]
+	var err error
+	if r.PostgresSettings, err = b.pg.use(ctx, modes[0]); err != nil {
+		return err
+	}
+	b.cfg.Logger.Info("hookbench: postgres", "mode", modes[0], "settings", r.PostgresSettings)
 	if !b.cfg.Skip["saturation"] {
 		if err := b.onSaturationStack(ctx); err != nil {
 			return err
 		}
+		if !b.cfg.Skip["scaleout"] && b.cfg.ScaleOutDispatchers > 0 {
+			if err := b.scaleOut(ctx); err != nil {
+				return fmt.Errorf("scale-out with %d dispatchers: %w", b.cfg.ScaleOutDispatchers, err)
+			}
+		}
 	}
+	if err := b.otherPhases(ctx); err != nil {
+		return err
+	}
+	if !b.cfg.Skip["saturation"] {
+		for _, m := range modes[1:] {
+			if err := b.otherSetting(ctx, m); err != nil {
+				return fmt.Errorf("postgres %s: %w", m, err)
+			}
+		}
+	}
+	b.ratios()
+	return nil
+}
+
+// otherPhases runs the phases on stacks of their own: isolation, tenancy
+// and memory.
+func (b *bench) otherPhases(ctx context.Context) error {
 	if !b.cfg.Skip["isolation"] {
 		if err := b.isolation(ctx); err != nil {
 			return fmt.Errorf("isolation: %w", err)
@@ -148,6 +234,12 @@ func (b *bench) runAll(ctx context.Context) error {
 			}
 		}
 	}
+	return nil
+}
+
+// ratios computes the ratios against the baselines and the CPU cost per
+// delivery against B0's.
+func (b *bench) ratios() {
 	r := b.res
 	if r.B0 > 0 {
 		r.Ratios["hookd/B0"] = r.Saturation / r.B0
@@ -158,7 +250,22 @@ func (b *bench) runAll(ctx context.Context) error {
 	if r.B2 > 0 {
 		r.Ratios["hookd/B2"] = r.Saturation / r.B2
 	}
-	return nil
+	for _, st := range r.PerSetting {
+		if st.B2 > 0 {
+			st.HookdOverB2 = st.Saturation / st.B2
+		}
+	}
+	if r.B0 <= 0 || r.Delivered == 0 {
+		return
+	}
+	r.B0CostUs = float64(numCPU()) / r.B0 * 1e6
+	for n, p := range r.Procs {
+		p.CostOverB0 = p.CPUSeconds / float64(r.Delivered) * 1e6 / r.B0CostUs
+		r.HookdCostOverB0 += p.CostOverB0
+		if strings.HasPrefix(n, "dispatch") {
+			r.DispatchCostOverB0 += p.CostOverB0
+		}
+	}
 }
 
 // onSaturationStack runs the phases that share the saturation stack: the
@@ -170,6 +277,9 @@ func (b *bench) onSaturationStack(ctx context.Context) error {
 		return fmt.Errorf("starting hookd: %w", err)
 	}
 	defer sat.close()
+	r := b.res
+	st := &SettingRun{Mode: r.Postgres, Settings: r.PostgresSettings}
+	r.PerSetting = append(r.PerSetting, st)
 	// The baselines that need no hookd output run first, on the quiet
 	// machine: after a saturation phase Postgres and the attempt-log
 	// writer stay busy for a while, which would penalise whatever runs
@@ -179,28 +289,20 @@ func (b *bench) onSaturationStack(ctx context.Context) error {
 			return fmt.Errorf("B0: %w", err)
 		}
 	}
-	if !b.cfg.Skip["b2"] {
-		if err := b.b2(ctx, sat); err != nil {
-			b.res.B2Note = err.Error()
-			b.cfg.Logger.Warn("hookbench: B2 failed", "error", err)
-		}
-	}
+	b.runB2(ctx, sat, st)
+	r.B2, r.B2Note, r.B2Writes = st.B2, st.B2Note, st.B2Writes
 	b.waitIdle(ctx, sat)
-	if err := b.saturation(ctx, sat); err != nil {
+	m, err := b.saturation(ctx, sat, "saturation")
+	if err != nil {
 		return fmt.Errorf("saturation: %w", err)
 	}
+	r.Saturation, r.Delivered, r.Lost, r.Procs, r.Writes = m.rate, m.delivered, r.Lost+m.lost, m.procs, m.writes
+	st.Saturation, st.Delivered, st.Lost, st.Writes = m.rate, m.delivered, m.lost, m.writes
+	r.GeneratedRate = m.generated
+	b.noteGenerator(m)
 	if !b.cfg.Skip["latency"] {
-		for _, pct := range []float64{0.5, 0.9} {
-			b.waitIdle(ctx, sat)
-			p, err := b.latency(ctx, sat, pct)
-			if err != nil {
-				return fmt.Errorf("latency at %.0f%%: %w", pct*100, err)
-			}
-			if pct == 0.5 {
-				b.res.Latency50 = p
-			} else {
-				b.res.Latency90 = p
-			}
+		if err := b.latencies(ctx, sat); err != nil {
+			return err
 		}
 	}
 	// B1 replays the deliveries topic the phases above filled.
@@ -211,6 +313,125 @@ func (b *bench) onSaturationStack(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// runB2 runs B2 (unless skipped) and records it in st.
+func (b *bench) runB2(ctx context.Context, s *stack, st *SettingRun) {
+	if b.cfg.Skip["b2"] {
+		st.B2Note = b.res.B2Note
+		return
+	}
+	rate, w, note, err := b.b2(ctx, s)
+	st.B2, st.B2Writes, st.B2Note = rate, w, note
+	if err != nil {
+		st.B2Note = err.Error()
+		b.cfg.Logger.Warn("hookbench: B2 failed", "error", err)
+	}
+}
+
+// latencies runs the 50% and 90% phases; the 50% one also reads the stage
+// histograms of every hookd process before and after.
+func (b *bench) latencies(ctx context.Context, sat *stack) error {
+	for _, pct := range []float64{0.5, 0.9} {
+		b.waitIdle(ctx, sat)
+		var before map[string]*stageHist
+		if pct == 0.5 {
+			before = b.scrapeStages(ctx, sat)
+		}
+		p, err := b.latency(ctx, sat, pct)
+		if err != nil {
+			return fmt.Errorf("latency at %.0f%%: %w", pct*100, err)
+		}
+		if pct == 0.5 {
+			b.res.Latency50 = p
+			b.res.Stages50 = stageLatencies(before, b.scrapeStages(ctx, sat))
+			if len(b.res.Stages50) == 0 {
+				b.addNote("no hookd_stage_latency_seconds observations at 50% of saturation: this hookd build does not record stage latencies")
+			}
+		} else {
+			b.res.Latency90 = p
+		}
+	}
+	return nil
+}
+
+// scaleOut repeats the saturation phase on a fresh stack with
+// ScaleOutDispatchers dispatch processes.
+func (b *bench) scaleOut(ctx context.Context) error {
+	n := b.cfg.ScaleOutDispatchers
+	b.setPhase("scale-out: starting hookd with %d dispatchers", n)
+	s, err := b.newStack(ctx, stackParams{endpoints: b.cfg.Endpoints, partitions: b.cfg.Partitions, dispatchers: n})
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	b.waitIdle(ctx, s)
+	m, err := b.saturation(ctx, s, fmt.Sprintf("saturation_%d_dispatchers", n))
+	if err != nil {
+		return err
+	}
+	so := &ScaleOut{Dispatchers: n, Saturation: m.rate, Delivered: m.delivered, Lost: m.lost, Procs: m.procs}
+	so.DispatchCPUUs, so.HookdCPUUs = cpuPerDelivery(m.procs, m.delivered)
+	b.res.ScaleOut = so
+	b.res.Lost += m.lost
+	b.cfg.Logger.Info("hookbench: scale-out", "dispatchers", n, "deliveries_per_s", int(m.rate),
+		"dispatch_cpu_us", int(so.DispatchCPUUs), "hookd_cpu_us", int(so.HookdCPUUs))
+	return nil
+}
+
+// cpuPerDelivery returns the dispatchers' and all processes' CPU µs per
+// delivery.
+func cpuPerDelivery(procs map[string]*ProcResult, delivered int) (dispatch, all float64) {
+	d := float64(max(delivered, 1))
+	for n, p := range procs {
+		all += p.CPUSeconds / d * 1e6
+		if strings.HasPrefix(n, "dispatch") {
+			dispatch += p.CPUSeconds / d * 1e6
+		}
+	}
+	return dispatch, all
+}
+
+// otherSetting switches Postgres to mode and repeats B2 and the saturation
+// phase on a fresh stack.
+func (b *bench) otherSetting(ctx context.Context, mode string) error {
+	settings, err := b.pg.use(ctx, mode)
+	if err != nil {
+		return err
+	}
+	b.cfg.Logger.Info("hookbench: postgres", "mode", mode, "settings", settings)
+	st := &SettingRun{Mode: mode, Settings: settings}
+	b.setPhase("postgres %s: starting hookd", mode)
+	s, err := b.newStack(ctx, stackParams{endpoints: b.cfg.Endpoints, partitions: b.cfg.Partitions})
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	b.runB2(ctx, s, st)
+	b.waitIdle(ctx, s)
+	m, err := b.saturation(ctx, s, "saturation_"+mode)
+	if err != nil {
+		return err
+	}
+	st.Saturation, st.Delivered, st.Lost, st.Writes = m.rate, m.delivered, m.lost, m.writes
+	b.res.Lost += m.lost
+	b.res.PerSetting = append(b.res.PerSetting, st)
+	return nil
+}
+
+func (b *bench) addNote(n string) {
+	if !slices.Contains(b.res.Notes, n) {
+		b.res.Notes = append(b.res.Notes, n)
+	}
+}
+
+func (b *bench) noteGenerator(m *satRun) {
+	if m.generated < b.cfg.OfferedRate*0.9 {
+		b.addNote(fmt.Sprintf("the generator committed %.0f events/s of the %.0f offered (it shares the 2 cores)", m.generated, b.cfg.OfferedRate))
+	}
+	if m.rate > 0.95*m.generated {
+		b.addNote("hookd kept up with the generator: the saturation figure is a lower bound")
+	}
 }
 
 // progress prints one line every 5 seconds while the benchmark runs.
@@ -339,31 +560,49 @@ func (b *bench) procStats(s *stack) map[string]chaos.ProcStats {
 	return out
 }
 
-func (b *bench) saturation(ctx context.Context, s *stack) error {
+// satRun is one saturation phase's measurements.
+type satRun struct {
+	rate, generated float64
+	delivered, lost int
+	procs           map[string]*ProcResult
+	writes          *PGWrites
+}
+
+// saturation offers OfferedRate for Saturation and measures the delivery
+// rate, each process's CPU and what Postgres wrote, up to the moment hookd
+// is idle again (the attempt-log writer catches up after the last
+// delivery: its work counts).
+func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun, error) {
+	pgBefore, pgErr := pgStats(ctx, s.dbURL)
 	before := b.procStats(s)
 	start := time.Now()
-	l, ok, lost, err := b.runLoad(ctx, s, "saturation", b.cfg.OfferedRate, b.cfg.Saturation, 50, nil)
+	l, ok, lost, err := b.runLoad(ctx, s, name, b.cfg.OfferedRate, b.cfg.Saturation, 50, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	b.waitIdle(ctx, s)
 	after := b.procStats(s)
-	committed, _, _ := l.Counts()
-	var first, last time.Time
+	m := &satRun{delivered: len(ok), lost: lost, procs: map[string]*ProcResult{}}
+	if pgErr == nil {
+		var pgAfter pgSnapshot
+		if pgAfter, pgErr = pgStats(ctx, s.dbURL); pgErr == nil {
+			m.writes = writesBetween(pgBefore, pgAfter, len(ok), "webhooks.outbox")
+		}
+	}
+	if pgErr != nil {
+		b.addNote(fmt.Sprintf("%s: Postgres counters not read: %v", name, pgErr))
+	}
 	times := make([]time.Time, 0, len(ok))
 	for _, t := range ok {
 		times = append(times, t)
-		if first.IsZero() || t.Before(first) {
-			first = t
-		}
-		if t.After(last) {
-			last = t
+	}
+	slices.SortFunc(times, func(x, y time.Time) int { return x.Compare(y) })
+	if len(times) > 1 {
+		if span := times[len(times)-1].Sub(times[0]).Seconds(); span > 0 {
+			m.rate = float64(len(ok)) / span
 		}
 	}
-	r := b.res
-	r.Delivered, r.Lost = len(ok), lost
-	if span := last.Sub(first).Seconds(); span > 0 {
-		r.Saturation = float64(len(ok)) / span
-	}
+	committed, _, _ := l.Counts()
 	var lastCommit time.Time
 	for _, e := range l.Snapshot() {
 		if e.At.After(lastCommit) {
@@ -371,23 +610,20 @@ func (b *bench) saturation(ctx context.Context, s *stack) error {
 		}
 	}
 	if span := lastCommit.Sub(start).Seconds(); span > 0 {
-		r.GeneratedRate = float64(committed) / span
+		m.generated = float64(committed) / span
 	}
-	if r.GeneratedRate < b.cfg.OfferedRate*0.9 {
-		r.Notes = append(r.Notes, fmt.Sprintf("the generator committed %.0f events/s of the %.0f offered (it shares the 2 cores)", r.GeneratedRate, b.cfg.OfferedRate))
-	}
-	if r.Saturation > 0.95*r.GeneratedRate && !slices.Contains(r.Notes, "hookd kept up with the generator: the saturation figure is a lower bound") {
-		r.Notes = append(r.Notes, "hookd kept up with the generator: the saturation figure is a lower bound")
-	}
-	r.Series["saturation"] = series(times, start)
+	b.res.Series[name] = series(times, start)
 	for n, a := range after {
-		bst := before[n]
-		cpu := (a.CPU - bst.CPU).Seconds()
-		r.Procs[n] = &ProcResult{CPUSeconds: cpu, CPUSecondsPer1000: cpu / float64(max(len(ok), 1)) * 1000, PeakRSSMiB: float64(a.HWM) / (1 << 20)}
+		cpu := (a.CPU - before[n].CPU).Seconds()
+		m.procs[n] = &ProcResult{CPUSeconds: cpu, CPUSecondsPer1000: cpu / float64(max(len(ok), 1)) * 1000, PeakRSSMiB: float64(a.HWM) / (1 << 20)}
 	}
-	b.cfg.Logger.Info("hookbench: saturation", "deliveries_per_s", int(r.Saturation), "delivered", len(ok), "lost", lost)
+	args := []any{"phase", name, "deliveries_per_s", int(m.rate), "delivered", len(ok), "lost", lost}
+	if m.writes != nil {
+		args = append(args, "rows_per_delivery", m.writes.RowsPerDelivery, "wal_bytes_per_delivery", int(m.writes.WALBytesPerDelivery))
+	}
+	b.cfg.Logger.Info("hookbench: saturation", args...)
 	s.resetReceivers()
-	return nil
+	return m, nil
 }
 
 func (b *bench) latency(ctx context.Context, s *stack, pct float64) (*Percentiles, error) {

@@ -83,8 +83,16 @@ type Config struct {
 	// TenancyAbusiveEndpoints is how many hanging endpoints the abusive
 	// account has; each of its events goes to all of them. Defaults to 8.
 	TenancyAbusiveEndpoints int
-	// Skip names phases not to run (saturation, latency, isolation,
-	// tenancy, memory, b0, b1, b2).
+	// Postgres are the durability settings to run under (durable,
+	// fsync-off, as-is): every phase under the first, B2 and saturation
+	// again under each further one. Defaults to durable, fsync-off.
+	Postgres []string
+	// ScaleOutDispatchers is the number of dispatch processes of the
+	// scale-out phase (saturation again, on a fresh stack); a negative
+	// value skips it. Defaults to 3.
+	ScaleOutDispatchers int
+	// Skip names phases not to run (saturation, latency, scaleout,
+	// isolation, tenancy, memory, b0, b1, b2).
 	Skip map[string]bool
 	// Logger prints the progress line.
 	Logger *slog.Logger
@@ -136,6 +144,12 @@ func (c *Config) setDefaults() {
 	if c.TenancyAbusiveEndpoints == 0 {
 		c.TenancyAbusiveEndpoints = 8
 	}
+	if len(c.Postgres) == 0 {
+		c.Postgres = []string{PGDurable, PGFsyncOff}
+	}
+	if c.ScaleOutDispatchers == 0 {
+		c.ScaleOutDispatchers = 3
+	}
 	if c.Skip == nil {
 		c.Skip = map[string]bool{}
 	}
@@ -168,6 +182,8 @@ type stack struct {
 type stackParams struct {
 	endpoints  int
 	partitions int
+	// dispatchers overrides Config.Dispatchers.
+	dispatchers int
 	// behave overrides the behaviour of some endpoints (by index).
 	behave  map[int]chaos.Behavior
 	timeout time.Duration
@@ -189,8 +205,11 @@ func (b *bench) newStack(ctx context.Context, p stackParams) (*stack, error) {
 	if p.timeout == 0 {
 		p.timeout = 10 * time.Second
 	}
+	if p.dispatchers == 0 {
+		p.dispatchers = b.cfg.Dispatchers
+	}
 	s.cluster, err = chaos.NewCluster(chaos.ClusterConfig{Bin: b.bin, DatabaseURL: dbURL, Dir: s.dir,
-		Partitions: p.partitions, Dispatchers: b.cfg.Dispatchers, RetrySchedule: "1s,2s,4s,8s",
+		Partitions: p.partitions, Dispatchers: p.dispatchers, RetrySchedule: "1s,2s,4s,8s",
 		RequestTimeout: p.timeout, LogLevel: "warn"})
 	if err != nil {
 		return nil, err

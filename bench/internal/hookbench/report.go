@@ -6,64 +6,50 @@ import (
 	"strings"
 )
 
+// Goals of issue 15 (and the earlier hookd/B0 one).
+const (
+	goalHookdOverB0        = 0.60
+	goalHookdOverB2        = 2.0 // durable Postgres
+	goalHookdOverB2Fsync   = 1.0 // fsync=off
+	goalP99At50Ms          = 100.0
+	goalRowsPerDelivery    = 1.5
+	goalDispatchCostOverB0 = 0.4
+	goalHookdCostOverB0    = 0.8
+)
+
+// met marks a goal: "met" or "**not met**", "" without a measurement.
+func met(measured bool, ok bool) string {
+	switch {
+	case !measured:
+		return ""
+	case ok:
+		return "met"
+	default:
+		return "**not met**"
+	}
+}
+
 // Markdown renders the results as the tables of docs/benchmarks.md.
 func (r *Results) Markdown() string {
 	var b strings.Builder
 	c := r.Config
 	fmt.Fprintf(&b, "hookbench run of %s on %s\n\n", r.Started.Format("2006-01-02 15:04 MST"), r.Machine)
-	fmt.Fprintf(&b, "%d endpoints on %d receivers (%.0f ms answer, %.0f%% first-attempt 503), %d dispatcher(s), %d partitions, %.0f%% of events through the outbox\n\n",
-		c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate*100, c.Dispatchers, c.Partitions, c.OutboxShare*100)
-	fmt.Fprintf(&b, "| measure | value | goal |\n|---|---|---|\n")
-	fmt.Fprintf(&b, "| end-to-end deliveries/s at saturation (hookd) | %.0f | |\n", r.Saturation)
-	fmt.Fprintf(&b, "| events/s the generator committed meanwhile | %.0f (offered %.0f) | |\n", r.GeneratedRate, c.OfferedRate)
-	fmt.Fprintf(&b, "| B0 plain HTTP loop (256 goroutines), deliveries/s | %.0f | |\n", r.B0)
-	fmt.Fprintf(&b, "| B1 naive dispatcher (1 record at a time per partition), deliveries/s | %.0f | |\n", r.B1)
-	b2 := fmt.Sprintf("%.0f", r.B2)
-	if r.B2Note != "" {
-		b2 += " (" + r.B2Note + ")"
+	fmt.Fprintf(&b, "%d endpoints on %d receivers (%.0f ms answer, %.0f%% first-attempt 503), %d dispatcher(s), %d partitions, %.0f%% of events through the outbox; Postgres %s (%s)\n\n",
+		c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate*100, c.Dispatchers, c.Partitions, c.OutboxShare*100, r.Postgres, r.PostgresSettings)
+	r.mainTable(&b)
+	r.settingsTable(&b)
+	r.stagesTable(&b)
+	r.procTable(&b)
+	r.scaleOutTable(&b)
+	r.writesTable(&b)
+	r.memoryTable(&b)
+	if len(r.Notes) > 0 {
+		fmt.Fprintf(&b, "\nNotes:\n- %s\n", strings.Join(r.Notes, "\n- "))
 	}
-	fmt.Fprintf(&b, "| B2 River Postgres queue (256 workers), deliveries/s | %s | |\n", b2)
-	fmt.Fprintf(&b, "| hookd / B0 | %.2f | >= 0.60 |\n", r.Ratios["hookd/B0"])
-	fmt.Fprintf(&b, "| hookd / B1 | %.2f | |\n", r.Ratios["hookd/B1"])
-	fmt.Fprintf(&b, "| hookd / B2 | %.2f | >= 2 |\n", r.Ratios["hookd/B2"])
-	for _, l := range []struct {
-		name string
-		p    *Percentiles
-	}{{"50%", r.Latency50}, {"90%", r.Latency90}} {
-		if l.p != nil {
-			goal := ""
-			if l.name == "50%" {
-				goal = "p99 < 250 ms"
-			}
-			fmt.Fprintf(&b, "| commit-to-receiver latency at %s load (%.0f/s): p50 / p99 / p99.9 / max ms | %.1f / %.1f / %.1f / %.1f | %s |\n",
-				l.name, l.p.RateS, l.p.P50, l.p.P99, l.p.P999, l.p.Max, goal)
-		}
-	}
-	if iso := r.Isolation; iso != nil && iso.Without != nil && iso.With != nil {
-		fmt.Fprintf(&b, "| isolation, 99 healthy endpoints at %.0f events/s: deliveries/s without / with 1 hanging | %.0f / %.0f (ratio %.3f) | >= 0.95 |\n",
-			iso.Rate, iso.Without.RateS, iso.With.RateS, iso.ThroughputRatio)
-		fmt.Fprintf(&b, "| isolation: healthy p99 ms without / with 1 hanging | %.1f / %.1f (ratio %.3f) | >= 0.95 |\n",
-			iso.Without.P99, iso.With.P99, iso.P99Ratio)
-	}
-	if ten := r.Tenancy; ten != nil && ten.Without != nil && ten.With != nil {
-		fmt.Fprintf(&b, "| tenancy, 100 healthy accounts at %.0f events/s: deliveries/s without / with an abusive account (%d hanging endpoints, max_in_flight 100000, %.0f events/s) | %.0f / %.0f (ratio %.3f) | >= 0.95 |\n",
-			ten.Rate, ten.AbuseEndpoints, ten.AbuseRate, ten.Without.RateS, ten.With.RateS, ten.ThroughputRatio)
-		fmt.Fprintf(&b, "| tenancy: healthy p50 / p99 ms without / with the abusive account | %.1f / %.1f — %.1f / %.1f (p99 ratio %.3f) | >= 0.95 |\n",
-			ten.Without.P50, ten.Without.P99, ten.With.P50, ten.With.P99, ten.P99Ratio)
-		fmt.Fprintf(&b, "| tenancy: abusive account's events committed / timeouts / breaker openings / circuit-open attempts / fair-share waits / fair-share deferrals | %d / %.0f / %.0f / %.0f / %.0f / %.0f | |\n",
-			ten.AbusiveCommitted, ten.AbusiveTimeouts, ten.BreakerOpenings, ten.CircuitOpen, ten.FairShareWaits, ten.FairShareDeferred)
-	}
-	fmt.Fprintf(&b, "| lost (committed, never delivered) over every phase | %d | 0 |\n\n", r.Lost)
-	names := make([]string, 0, len(r.Procs))
-	for n := range r.Procs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	fmt.Fprintf(&b, "| process (saturation phase) | CPU s | CPU s per 1000 deliveries | peak RSS MiB |\n|---|---|---|---|\n")
-	for _, n := range names {
-		p := r.Procs[n]
-		fmt.Fprintf(&b, "| %s | %.1f | %.3f | %.0f |\n", n, p.CPUSeconds, p.CPUSecondsPer1000, p.PeakRSSMiB)
-	}
+	return b.String()
+}
+
+func (r *Results) memoryTable(b *strings.Builder) {
 	if len(r.MemoryMiB) > 0 {
 		counts := make([]string, 0, len(r.MemoryMiB))
 		for k := range r.MemoryMiB {
@@ -83,17 +69,189 @@ func (r *Results) Markdown() string {
 			pn = append(pn, p)
 		}
 		sort.Strings(pn)
-		fmt.Fprintf(&b, "\n| endpoints | %s |\n|---|%s\n", strings.Join(pn, " | "), strings.Repeat("---|", len(pn)))
+		fmt.Fprintf(b, "\n| endpoints | %s |\n|---|%s\n", strings.Join(pn, " | "), strings.Repeat("---|", len(pn)))
 		for _, k := range counts {
 			row := make([]string, len(pn))
 			for i, p := range pn {
 				row[i] = fmt.Sprintf("%.0f MiB", r.MemoryMiB[k][p])
 			}
-			fmt.Fprintf(&b, "| %s | %s |\n", k, strings.Join(row, " | "))
+			fmt.Fprintf(b, "| %s | %s |\n", k, strings.Join(row, " | "))
 		}
 	}
-	if len(r.Notes) > 0 {
-		fmt.Fprintf(&b, "\nNotes:\n- %s\n", strings.Join(r.Notes, "\n- "))
+}
+
+// mainTable is the headline table: throughput, the baselines, the ratios
+// and latencies with their goals.
+func (r *Results) mainTable(b *strings.Builder) {
+	c := r.Config
+	fmt.Fprintf(b, "| measure | value | goal | |\n|---|---|---|---|\n")
+	fmt.Fprintf(b, "| end-to-end deliveries/s at saturation (hookd) | %.0f | | |\n", r.Saturation)
+	fmt.Fprintf(b, "| events/s the generator committed meanwhile | %.0f (offered %.0f) | | |\n", r.GeneratedRate, c.OfferedRate)
+	fmt.Fprintf(b, "| B0 plain HTTP loop (256 goroutines), deliveries/s | %.0f | | |\n", r.B0)
+	fmt.Fprintf(b, "| B1 naive dispatcher (1 record at a time per partition), deliveries/s | %.0f | | |\n", r.B1)
+	b2 := fmt.Sprintf("%.0f", r.B2)
+	if r.B2Note != "" {
+		b2 += " (" + r.B2Note + ")"
 	}
-	return b.String()
+	fmt.Fprintf(b, "| B2 River Postgres queue (256 workers), deliveries/s | %s | | |\n", b2)
+	h0, ok0 := r.Ratios["hookd/B0"]
+	fmt.Fprintf(b, "| hookd / B0 | %.2f | >= %.2f | %s |\n", h0, goalHookdOverB0, met(ok0, h0 >= goalHookdOverB0))
+	fmt.Fprintf(b, "| hookd / B1 | %.2f | | |\n", r.Ratios["hookd/B1"])
+	h2, ok2 := r.Ratios["hookd/B2"]
+	g2 := goalHookdOverB2
+	if r.Postgres == PGFsyncOff {
+		g2 = goalHookdOverB2Fsync
+	}
+	fmt.Fprintf(b, "| hookd / B2 (Postgres %s) | %.2f | >= %.0f | %s |\n", r.Postgres, h2, g2, met(ok2, h2 >= g2))
+	if r.B0CostUs > 0 {
+		fmt.Fprintf(b, "| dispatcher CPU per delivery / B0 cost per delivery (%.0f µs) | %.2f | <= %.1f | %s |\n",
+			r.B0CostUs, r.DispatchCostOverB0, goalDispatchCostOverB0, met(true, r.DispatchCostOverB0 <= goalDispatchCostOverB0))
+		fmt.Fprintf(b, "| all hookd processes' CPU per delivery / B0 cost per delivery | %.2f | <= %.1f | %s |\n",
+			r.HookdCostOverB0, goalHookdCostOverB0, met(true, r.HookdCostOverB0 <= goalHookdCostOverB0))
+	}
+	if w := r.Writes; w != nil {
+		fmt.Fprintf(b, "| Postgres rows written per delivery at saturation: hookd's own (all, with the generator's outbox rows) | %.2f (%.2f) | <= %.1f | %s |\n",
+			w.OwnRowsPerDelivery, w.RowsPerDelivery, goalRowsPerDelivery, met(true, w.OwnRowsPerDelivery <= goalRowsPerDelivery))
+		fmt.Fprintf(b, "| WAL bytes / WAL syncs per delivery at saturation | %.0f / %.3f | | |\n", w.WALBytesPerDelivery, w.SyncsPerDelivery)
+	}
+	if p := r.Latency50; p != nil {
+		fmt.Fprintf(b, "| **p99 commit-to-receiver at 50%% of saturation** (%.0f/s) | %.1f ms | <= %.0f ms | %s |\n",
+			p.RateS, p.P99, goalP99At50Ms, met(p.N > 0, p.P99 <= goalP99At50Ms))
+	}
+	for _, l := range []struct {
+		name string
+		p    *Percentiles
+	}{{"50%", r.Latency50}, {"90%", r.Latency90}} {
+		if l.p != nil {
+			fmt.Fprintf(b, "| commit-to-receiver latency at %s load (%.0f/s): p50 / p99 / p99.9 / max ms | %.1f / %.1f / %.1f / %.1f | | |\n",
+				l.name, l.p.RateS, l.p.P50, l.p.P99, l.p.P999, l.p.Max)
+		}
+	}
+	r.tenancyRows(b)
+	fmt.Fprintf(b, "| lost (committed, never delivered) over every phase | %d | 0 | %s |\n\n", r.Lost, met(true, r.Lost == 0))
+}
+
+func (r *Results) tenancyRows(b *strings.Builder) {
+	if iso := r.Isolation; iso != nil && iso.Without != nil && iso.With != nil {
+		fmt.Fprintf(b, "| isolation, 99 healthy endpoints at %.0f events/s: deliveries/s without / with 1 hanging | %.0f / %.0f (ratio %.3f) | >= 0.95 | %s |\n",
+			iso.Rate, iso.Without.RateS, iso.With.RateS, iso.ThroughputRatio, met(true, iso.ThroughputRatio >= 0.95))
+		fmt.Fprintf(b, "| isolation: healthy p99 ms without / with 1 hanging | %.1f / %.1f (ratio %.3f) | >= 0.95 | %s |\n",
+			iso.Without.P99, iso.With.P99, iso.P99Ratio, met(true, iso.P99Ratio >= 0.95))
+	}
+	if ten := r.Tenancy; ten != nil && ten.Without != nil && ten.With != nil {
+		fmt.Fprintf(b, "| tenancy, 100 healthy accounts at %.0f events/s: deliveries/s without / with an abusive account (%d hanging endpoints, max_in_flight 100000, %.0f events/s) | %.0f / %.0f (ratio %.3f) | >= 0.95 | %s |\n",
+			ten.Rate, ten.AbuseEndpoints, ten.AbuseRate, ten.Without.RateS, ten.With.RateS, ten.ThroughputRatio, met(true, ten.ThroughputRatio >= 0.95))
+		fmt.Fprintf(b, "| tenancy: healthy p50 / p99 ms without / with the abusive account | %.1f / %.1f — %.1f / %.1f (p99 ratio %.3f) | >= 0.95 | %s |\n",
+			ten.Without.P50, ten.Without.P99, ten.With.P50, ten.With.P99, ten.P99Ratio, met(true, ten.P99Ratio >= 0.95))
+		fmt.Fprintf(b, "| tenancy: abusive account's events committed / timeouts / breaker openings / circuit-open attempts / fair-share waits / fair-share deferrals | %d / %.0f / %.0f / %.0f / %.0f / %.0f | | |\n",
+			ten.AbusiveCommitted, ten.AbusiveTimeouts, ten.BreakerOpenings, ten.CircuitOpen, ten.FairShareWaits, ten.FairShareDeferred)
+	}
+}
+
+// settingsTable compares hookd and B2 under each Postgres setting.
+func (r *Results) settingsTable(b *strings.Builder) {
+	if len(r.PerSetting) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "| Postgres | hookd deliveries/s | B2 River deliveries/s | hookd / B2 | goal | | rows written per delivery: hookd own (all) / River | WAL bytes per delivery: hookd / River | WAL syncs per delivery: hookd / River | lost |\n")
+	fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, st := range r.PerSetting {
+		goal := goalHookdOverB2
+		if st.Mode == PGFsyncOff {
+			goal = goalHookdOverB2Fsync
+		}
+		goalText, mark := fmt.Sprintf(">= %.0f", goal), met(st.B2 > 0, st.HookdOverB2 >= goal)
+		if st.Mode == PGAsIs {
+			goalText, mark = "", ""
+		}
+		hw, rw := st.Writes, st.B2Writes
+		rows := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string { return fmt.Sprintf("%.2f (%.2f)", w.OwnRowsPerDelivery, w.RowsPerDelivery) }),
+			fmtW(rw, func(w *PGWrites) string { return fmt.Sprintf("%.2f", w.RowsPerDelivery) }))
+		wal := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string { return fmt.Sprintf("%.0f", w.WALBytesPerDelivery) }),
+			fmtW(rw, func(w *PGWrites) string { return fmt.Sprintf("%.0f", w.WALBytesPerDelivery) }))
+		syncs := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string { return fmt.Sprintf("%.3f", w.SyncsPerDelivery) }),
+			fmtW(rw, func(w *PGWrites) string { return fmt.Sprintf("%.3f", w.SyncsPerDelivery) }))
+		b2 := fmt.Sprintf("%.0f", st.B2)
+		if st.B2Note != "" {
+			b2 += " (" + st.B2Note + ")"
+		}
+		fmt.Fprintf(b, "| %s (%s) | %.0f | %s | %.2f | %s | %s | %s | %s | %s | %d |\n",
+			st.Mode, st.Settings, st.Saturation, b2, st.HookdOverB2, goalText, mark, rows, wal, syncs, st.Lost)
+	}
+	b.WriteString("\n")
+}
+
+func fmtW(w *PGWrites, f func(*PGWrites) string) string {
+	if w == nil {
+		return "-"
+	}
+	return f(w)
+}
+
+// stagesTable is the latency breakdown at 50% of saturation.
+func (r *Results) stagesTable(b *strings.Builder) {
+	if r.Latency50 == nil {
+		return
+	}
+	fmt.Fprintf(b, "| stage at 50%% of saturation (%.0f/s) | observations | mean ms | p50 ms | p99 ms |\n|---|---|---|---|---|\n", r.Latency50.RateS)
+	for _, st := range r.Stages50 {
+		fmt.Fprintf(b, "| %s | %.0f | %.1f | %.1f | %.1f |\n", st.Stage, st.N, st.MeanMs, st.P50Ms, st.P99Ms)
+	}
+	p := r.Latency50
+	fmt.Fprintf(b, "| **commit to receiver** (end to end, hookbench's clock) | %d | | %.1f | %.1f |\n\n", p.N, p.P50, p.P99)
+}
+
+// procTable is each process's CPU and memory over the saturation phase.
+func (r *Results) procTable(b *strings.Builder) {
+	names := make([]string, 0, len(r.Procs))
+	for n := range r.Procs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(b, "| process (saturation phase) | CPU s | CPU s per 1000 deliveries | CPU µs per delivery / B0 cost per delivery | peak RSS MiB |\n|---|---|---|---|---|\n")
+	for _, n := range names {
+		p := r.Procs[n]
+		fmt.Fprintf(b, "| %s | %.1f | %.3f | %.2f | %.0f |\n", n, p.CPUSeconds, p.CPUSecondsPer1000, p.CostOverB0, p.PeakRSSMiB)
+	}
+	if r.B0CostUs > 0 {
+		d, all := cpuPerDelivery(r.Procs, r.Delivered)
+		fmt.Fprintf(b, "| dispatchers together | | %.3f | %.2f (goal <= %.1f: %s) | |\n", d/1000, r.DispatchCostOverB0, goalDispatchCostOverB0, met(true, r.DispatchCostOverB0 <= goalDispatchCostOverB0))
+		fmt.Fprintf(b, "| all hookd processes | | %.3f | %.2f (goal <= %.1f: %s) | |\n", all/1000, r.HookdCostOverB0, goalHookdCostOverB0, met(true, r.HookdCostOverB0 <= goalHookdCostOverB0))
+	}
+	b.WriteString("\n")
+}
+
+// scaleOutTable compares the saturation phase with more dispatchers.
+func (r *Results) scaleOutTable(b *strings.Builder) {
+	so := r.ScaleOut
+	if so == nil {
+		return
+	}
+	d1, all1 := cpuPerDelivery(r.Procs, r.Delivered)
+	fmt.Fprintf(b, "| dispatch processes (saturation) | deliveries/s | dispatchers' CPU µs per delivery | all hookd CPU µs per delivery | lost |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| %d | %.0f | %.0f | %.0f | %d |\n", r.Config.Dispatchers, r.Saturation, d1, all1, r.PerSetting[0].Lost)
+	fmt.Fprintf(b, "| %d | %.0f | %.0f | %.0f | %d |\n", so.Dispatchers, so.Saturation, so.DispatchCPUUs, so.HookdCPUUs, so.Lost)
+	if r.Saturation > 0 && d1 > 0 {
+		fmt.Fprintf(b, "| %d / %d | %.2f | %.2f | %.2f | |\n", so.Dispatchers, r.Config.Dispatchers, so.Saturation/r.Saturation, so.DispatchCPUUs/d1, so.HookdCPUUs/all1)
+	}
+	b.WriteString("\n")
+}
+
+// writesTable breaks the saturation phase's Postgres rows down by table.
+func (r *Results) writesTable(b *strings.Builder) {
+	w := r.Writes
+	if w == nil || len(w.ByTable) == 0 {
+		return
+	}
+	names := make([]string, 0, len(w.ByTable))
+	for n := range w.ByTable {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(b, "| table (saturation, per delivery) | inserted | updated | deleted |\n|---|---|---|---|\n")
+	for _, n := range names {
+		t := w.ByTable[n]
+		fmt.Fprintf(b, "| %s | %.3f | %.3f | %.3f |\n", n, t.Inserted, t.Updated, t.Deleted)
+	}
+	fmt.Fprintf(b, "| WAL records / full-page images per delivery | %.2f / %.3f | | |\n", w.WALRecordsPerDelivery, w.FPIPerDelivery)
 }
