@@ -68,7 +68,10 @@ type Config struct {
 	// the attempt log. Defaults to 1 KiB.
 	ResponseExcerpt int
 	// IdleConnsPerHost is how many idle keep-alive connections are kept per
-	// receiver host. Defaults to 64.
+	// receiver host. Defaults to Concurrency: a host that takes more of the
+	// request slots than an even share (a few receivers behind many
+	// endpoints) keeps a connection per slot instead of dialling anew
+	// for most of its requests.
 	IdleConnsPerHost int
 	// Breaker configures the per-endpoint circuit breakers.
 	Breaker BreakerConfig
@@ -167,7 +170,7 @@ func (c *Config) setDefaults() {
 	def(&c.PartitionMaxHeld, 2000)
 	def(&c.EndpointBacklog, 1000)
 	def(&c.ResponseExcerpt, 1024)
-	def(&c.IdleConnsPerHost, 64)
+	def(&c.IdleConnsPerHost, c.Concurrency)
 	def(&c.MaxPollRecords, 1000)
 	defD(&c.ConnectTimeout, 3*time.Second)
 	defD(&c.Timeout, 10*time.Second)
