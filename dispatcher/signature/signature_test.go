@@ -1,8 +1,10 @@
 package signature_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,4 +71,60 @@ func TestParseSecret(t *testing.T) {
 			require.ErrorIs(t, err, signature.ErrBadSecret, tc.in)
 		}
 	}
+}
+
+// A Signer's signatures are Sign's, for any message, from many goroutines
+// at once (its HMAC states are reused, never shared).
+func TestSignerMatchesSign(t *testing.T) {
+	t.Parallel()
+	keys, err := signature.ParseSecrets([]string{newSecret, oldSecret})
+	require.NoError(t, err)
+	s := signature.NewSigner(keys)
+	ts := time.Unix(1714564800, 0)
+	wh, err := standardwebhooks.NewWebhook(oldSecret)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				id := fmt.Sprintf("evt_%d_%d", g, i)
+				body := []byte(strings.Repeat("b", i*7))
+				got := s.Sign(id, signature.Timestamp(ts), body)
+				theirs, err := wh.Sign(id, ts, body)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !strings.HasSuffix(got, " "+theirs) {
+					t.Errorf("%s: %q does not end with the official signature %q", id, got, theirs)
+					return
+				}
+				if want := signature.Sign(id, ts, body, keys); got != want {
+					t.Errorf("%s: Signer %q, Sign %q", id, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Empty(t, signature.NewSigner(nil).Sign("evt_1", "1", nil), "no secrets, no signature")
+}
+
+func BenchmarkSigner(b *testing.B) {
+	keys, _ := signature.ParseSecrets([]string{newSecret})
+	body := []byte(strings.Repeat("b", 300))
+	ts := signature.Timestamp(time.Now())
+	b.Run("Sign", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			signature.Sign("evt_1", time.Now(), body, keys)
+		}
+	})
+	b.Run("Signer", func(b *testing.B) {
+		s := signature.NewSigner(keys)
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Sign("evt_1", ts, body)
+		}
+	})
 }
