@@ -35,6 +35,13 @@ type WriteAttemptsParams struct {
 	// DisableAfter is how long an endpoint may fail continuously before it is
 	// disabled. Zero never disables for duration (a 410 still disables).
 	DisableAfter time.Duration
+	// Pending are the pending rows of the same batch (the delivery records
+	// read with Records), written in the same transaction as
+	// WritePendingDeliveries would. A delivery whose fresh attempt is in
+	// Records gets one row, inserted in its final state, instead of a
+	// pending row updated at once. Their account mismatches are listed in
+	// Mismatched with an empty AttemptID.
+	Pending []PendingDelivery
 }
 
 // WriteAttemptsResult says what one batch changed.
@@ -170,7 +177,8 @@ src AS (
 `
 
 // Create the rows the router has not inserted yet, with the state of their
-// newest attempt; raise the attempt count of the others.
+// newest attempt; raise the attempt count of the others that
+// applyDeliveryState (which runs first) did not move.
 const upsertDeliveries = deliverySource + `
 INSERT INTO webhooks.deliveries AS d (id, event_id, endpoint_id, account, event_type, status, attempts,
 	last_status_code, last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset,
@@ -191,7 +199,8 @@ ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, updated_at = now()
 WHERE d.attempts < EXCLUDED.attempts AND d.account = EXCLUDED.account`
 
 // Move existing rows to the state of their newest attempt when it is newer
-// than the one they reflect. A terminal row (delivered, dead) only moves on
+// than the one they reflect, raising their attempt count in the same
+// update. A terminal row (delivered, dead) only moves on
 // for a replay's attempt, or from dead to delivered (the endpoint did get
 // it); never back to retrying because a stale or duplicated attempt arrived.
 const applyDeliveryState = deliverySource + `
@@ -206,6 +215,7 @@ UPDATE webhooks.deliveries d SET
 	dlq_offset = CASE WHEN s.new_status = 'dead' THEN s.dlq_offset END,
 	delivered_at = CASE WHEN s.new_status = 'delivered' THEN s.finished_at END,
 	last_attempt_at = s.started_at,
+	attempts = GREATEST(d.attempts, s.max_attempt),
 	updated_at = now()
 FROM src s
 WHERE d.id = s.delivery_id AND d.account = s.account
@@ -296,7 +306,9 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 	res := WriteAttemptsResult{Inserted: map[string]bool{}}
 	rows := attemptRows(p.Records)
 	if len(rows) == 0 {
-		return res, nil
+		ms, err := s.WritePendingDeliveries(ctx, p.Pending)
+		res.Mismatched = ms
+		return res, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -317,13 +329,23 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 	for _, id := range ids {
 		res.Inserted[id] = true
 	}
+	// The pending rows with no fresh attempt of their account in the batch
+	// come first, as a lone pending batch would, so that the account checks
+	// below see them.
+	if res.Mismatched, err = writePending(ctx, tx, p.Pending, pendingWithoutAttempt); err != nil {
+		return res, err
+	}
 	if len(ids) > 0 {
-		if res.Mismatched, err = collectMismatches(tx.Query(ctx, markForeign)); err != nil {
+		am, err := collectMismatches(tx.Query(ctx, markForeign))
+		if err != nil {
 			return res, wrapWriteError("checking accounts", err)
 		}
+		res.Mismatched = append(res.Mismatched, am...)
+		// Existing rows move first, in one update each; then the rows not
+		// there yet are inserted in their final state.
 		for _, step := range []struct{ what, sql string }{
-			{"creating delivery rows", upsertDeliveries},
 			{"updating delivery state", applyDeliveryState},
+			{"creating delivery rows", upsertDeliveries},
 			{"recording endpoint health", upsertEndpointHealth},
 			{"updating failing_since", updateFailingSince},
 		} {
@@ -337,6 +359,14 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 			return res, wrapWriteError("disabling endpoints", err)
 		}
 	}
+	// The others last: their rows exist now, in their final state, unless
+	// the attempt was kept out as another account's; inserting them costs
+	// nothing then.
+	pm, err := writePending(ctx, tx, p.Pending, pendingWithAttempt)
+	if err != nil {
+		return res, err
+	}
+	res.Mismatched = append(res.Mismatched, pm...)
 	if err := tx.Commit(ctx); err != nil {
 		return WriteAttemptsResult{Inserted: map[string]bool{}}, wrapWriteError("committing attempt batch", err)
 	}

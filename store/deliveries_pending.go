@@ -37,6 +37,44 @@ func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDeliver
 // are written as their own account's rows, which never list under that
 // endpoint (ListDeliveries scopes by the endpoint's account).
 func (s *Store) WritePendingDeliveries(ctx context.Context, ds []PendingDelivery) ([]AccountMismatch, error) {
+	return writePending(ctx, s.pool, ds, pendingAll)
+}
+
+// rowsQuerier is a pool or a transaction.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Which pending rows of a batch writePending writes. Inside WriteAttempts,
+// the rows whose delivery has a fresh attempt of the same account in the
+// staging table are written last (pendingWithAttempt), after that attempt
+// created the row in its final state, so that they cost nothing; the
+// others first (pendingWithoutAttempt), as a lone pending batch would.
+const (
+	pendingAll            = `true`
+	pendingWithAttempt    = `EXISTS (SELECT 1 FROM hookd_attempts_in a WHERE a.fresh AND a.delivery_id = t.id AND a.account = t.account)`
+	pendingWithoutAttempt = `NOT ` + pendingWithAttempt
+)
+
+// writePendingSQL inserts the rows selected by the filter %s; the final
+// SELECT sees the rows as they were before this INSERT.
+const writePendingSQL = `WITH input AS (
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+			AS t(id, event_id, endpoint_id, account, event_type, event_created_at)
+		WHERE %s
+	), ins AS (
+		INSERT INTO webhooks.deliveries (id, event_id, endpoint_id, account, event_type, event_created_at)
+		SELECT * FROM input
+		ON CONFLICT (id) DO NOTHING
+	), checked AS (
+		SELECT i.id, i.endpoint_id, i.account, COALESCE(
+			NULLIF((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = i.endpoint_id), i.account),
+			NULLIF((SELECT d.account FROM webhooks.deliveries d WHERE d.id = i.id), i.account)) AS owner
+		FROM input i
+	)
+	SELECT DISTINCT id, endpoint_id, account, owner FROM checked WHERE owner IS NOT NULL ORDER BY id`
+
+func writePending(ctx context.Context, q rowsQuerier, ds []PendingDelivery, filter string) ([]AccountMismatch, error) {
 	if len(ds) == 0 {
 		return nil, nil
 	}
@@ -50,22 +88,7 @@ func (s *Store) WritePendingDeliveries(ctx context.Context, ds []PendingDelivery
 		ids[i], events[i], endpoints[i], accounts[i], types[i], created[i] =
 			d.ID, d.EventID, d.EndpointID, d.Account, d.EventType, d.EventCreated
 	}
-	// The final SELECT sees the rows as they were before this INSERT.
-	rows, err := s.pool.Query(ctx, `WITH input AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
-				AS t(id, event_id, endpoint_id, account, event_type, event_created_at)
-		), ins AS (
-			INSERT INTO webhooks.deliveries (id, event_id, endpoint_id, account, event_type, event_created_at)
-			SELECT * FROM input
-			ON CONFLICT (id) DO NOTHING
-		), checked AS (
-			SELECT i.id, i.endpoint_id, i.account, COALESCE(
-				NULLIF((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = i.endpoint_id), i.account),
-				NULLIF((SELECT d.account FROM webhooks.deliveries d WHERE d.id = i.id), i.account)) AS owner
-			FROM input i
-		)
-		SELECT DISTINCT id, endpoint_id, account, owner FROM checked WHERE owner IS NOT NULL ORDER BY id`,
-		ids, events, endpoints, accounts, types, created)
+	rows, err := q.Query(ctx, fmt.Sprintf(writePendingSQL, filter), ids, events, endpoints, accounts, types, created)
 	if err != nil {
 		return nil, wrapWriteError(fmt.Sprintf("inserting %d pending deliveries", len(ds)), err)
 	}

@@ -274,14 +274,10 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *maintenance.An
 		decoded = append(decoded, r)
 	}
 	start := time.Now()
-	// Pending rows first, so that a delivery's row exists before its
-	// attempts move it on (either order ends the same: both are upserts
-	// that never move a row backwards).
-	if err := w.writePending(wctx, pending, oldest); err != nil {
-		return err
-	}
 	w.skipped = map[string]bool{}
-	res, err := w.write(wctx, decoded, oldest)
+	// One transaction for both: a delivery whose pending record and first
+	// attempt are in this batch gets one row, inserted in its final state.
+	res, err := w.write(wctx, decoded, pending, oldest)
 	if err != nil {
 		return err
 	}
@@ -305,7 +301,8 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *maintenance.An
 	return nil
 }
 
-// writePending inserts the pending delivery rows of a batch, retrying
+// writePending inserts the pending delivery rows of a batch on their own
+// (once Postgres refused them with the batch's attempts), retrying
 // transient Postgres errors with backoff until ctx ends. Rows Postgres
 // refuses for their data are skipped with a log line: the attempt log
 // creates a delivery's row from its first attempt anyway.
@@ -343,20 +340,32 @@ func (w *Writer) writePending(ctx context.Context, rows []store.PendingDelivery,
 	return nil
 }
 
-// write writes recs, retrying transient Postgres errors with backoff until
-// ctx ends. A batch Postgres refuses for its data is split until the
-// offending record is alone, which is logged and skipped.
-func (w *Writer) write(ctx context.Context, recs []*attempt.Record, oldest time.Time) (store.WriteAttemptsResult, error) {
+// write writes recs and the pending rows of their batch in one
+// transaction, retrying transient Postgres errors with backoff until ctx
+// ends. When Postgres refuses the batch for its data, the pending rows are
+// written on their own (and skipped if they are the cause), then the
+// attempts are split until the offending record is alone, which is logged
+// and skipped.
+func (w *Writer) write(ctx context.Context, recs []*attempt.Record, pending []store.PendingDelivery, oldest time.Time) (store.WriteAttemptsResult, error) {
 	var wait time.Duration
 	for try := 1; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 		res, err := w.deps.Store.WriteAttempts(tctx, store.WriteAttemptsParams{
-			Records: recs, Now: w.deps.Clock.Now(), DisableAfter: w.cfg.DisableAfter,
+			Records: recs, Pending: pending, Now: w.deps.Clock.Now(), DisableAfter: w.cfg.DisableAfter,
 		})
 		cancel()
 		if err == nil {
 			w.m.postgresUp.Set(1)
+			if len(pending) > 0 {
+				w.m.records.WithLabelValues("pending").Add(float64(len(pending)))
+			}
 			return res, nil
+		}
+		if errors.Is(err, store.ErrInvalidData) && len(pending) > 0 {
+			if err := w.writePending(ctx, pending, oldest); err != nil {
+				return res, err
+			}
+			return w.write(ctx, recs, nil, oldest)
 		}
 		if errors.Is(err, store.ErrInvalidData) {
 			w.m.writeErrors.WithLabelValues("invalid").Inc()
@@ -389,11 +398,11 @@ func (w *Writer) split(ctx context.Context, recs []*attempt.Record, oldest time.
 		return store.WriteAttemptsResult{Inserted: map[string]bool{}}, nil
 	}
 	half := len(recs) / 2
-	left, err := w.write(ctx, recs[:half], oldest)
+	left, err := w.write(ctx, recs[:half], nil, oldest)
 	if err != nil {
 		return left, err
 	}
-	right, err := w.write(ctx, recs[half:], oldest)
+	right, err := w.write(ctx, recs[half:], nil, oldest)
 	if err != nil {
 		return right, err
 	}
