@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hookd/hookd/internal/drain"
@@ -112,20 +113,30 @@ func (s *Server) Run(ctx context.Context) error {
 // Close releases the listener of a server that never ran.
 func (s *Server) Close() error { return s.ln.Close() }
 
+// ready runs the checks side by side, so /readyz answers within one
+// ReadyTimeout however many there are; a check that reads a state kept up
+// to date elsewhere (the Kafka outage monitor) answers at once.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out = make(map[string]string, len(s.deps.Checks))
+	)
 	status := http.StatusOK
-	out := map[string]string{}
 	for name, check := range s.deps.Checks {
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
-		err := check(ctx)
-		cancel()
-		if err != nil {
-			status = http.StatusServiceUnavailable
-			out[name] = err.Error()
-			continue
-		}
-		out[name] = "ok"
+		wg.Go(func() {
+			err := check(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			out[name] = "ok"
+			if err != nil {
+				out[name], status = err.Error(), http.StatusServiceUnavailable
+			}
+		})
 	}
+	wg.Wait()
 	writeJSON(w, status, out)
 }
 
