@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -21,7 +23,8 @@ import (
 // sender makes the HTTP request of one attempt.
 type sender struct {
 	client    *http.Client
-	userAgent string
+	prepared  preparedCache
+	userAgent []string // the header value, shared by every request
 	readLimit int64
 	excerpt   int
 	// log, when set, gets one line per attempt at logLevel.
@@ -68,7 +71,7 @@ func newSender(cfg Config) *sender {
 			// Redirects are never followed: a 3xx is a failed attempt.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		userAgent: cfg.UserAgent,
+		userAgent: []string{cfg.UserAgent},
 		readLimit: cfg.ResponseReadLimit,
 		excerpt:   cfg.ResponseExcerpt,
 	}
@@ -104,27 +107,27 @@ func (s *sender) send(ctx context.Context, t Target, d *delivery.Delivery, timeo
 
 // post makes the request of send.
 func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeout time.Duration) response {
-	u, err := url.Parse(t.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return response{err: fmt.Errorf("%w: %q", ErrInvalidURL, t.URL)}
-	}
-	keys, err := signature.ParseSecrets(t.Secrets)
-	if err != nil || len(keys) == 0 {
-		return response{err: fmt.Errorf("%w: %v", ErrInvalidSecret, err)}
+	p := s.prepared.get(t)
+	if p.err != nil {
+		return response{err: p.err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(d.Body))
+	// The URL was parsed once for the endpoint: the request gets a copy,
+	// not a parse of its own.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(d.Body))
 	if err != nil {
 		return response{err: fmt.Errorf("%w: %v", ErrInvalidURL, err)}
 	}
-	now := time.Now() // receivers check the timestamp against their wall clock
+	u := *p.url
+	req.URL = &u
+	ts := signature.Timestamp(time.Now()) // receivers check it against their wall clock
 	req.Header = http.Header{
 		"Webhook-Id":        {d.EventID},
-		"Webhook-Timestamp": {signature.Timestamp(now)},
-		"Webhook-Signature": {signature.Sign(d.EventID, now, d.Body, keys)},
-		"Content-Type":      {"application/json"},
-		"User-Agent":        {s.userAgent},
+		"Webhook-Timestamp": {ts},
+		"Webhook-Signature": {p.signer.Sign(d.EventID, ts, d.Body)},
+		"Content-Type":      contentTypeJSON,
+		"User-Agent":        s.userAgent,
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -132,6 +135,9 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	}
 	defer resp.Body.Close()
 	out := response{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+	if resp.ContentLength == 0 {
+		return out // no body to read or keep
+	}
 	// Read up to the limit so a short body leaves the connection reusable;
 	// a longer one is abandoned and Close drops its connection.
 	var buf bytes.Buffer
@@ -140,6 +146,77 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	_, _ = io.Copy(&buf, io.LimitReader(resp.Body, s.readLimit))
 	out.excerpt = excerpt(buf.Bytes(), s.excerpt)
 	return out
+}
+
+// contentTypeJSON is the Content-Type of every request. Header values are
+// only read by the transport, so every request shares the slice.
+var contentTypeJSON = []string{"application/json"}
+
+// prepared is what a request to an endpoint needs that depends on the
+// endpoint alone, worked out once: its URL parsed and checked, its
+// secrets decoded into a Signer. err is set (and cached as well) when the
+// URL or a secret cannot be used.
+type prepared struct {
+	rawURL  string
+	secrets []string
+	url     *url.URL
+	signer  *signature.Signer
+	err     error
+}
+
+func prepare(t Target) *prepared {
+	p := &prepared{rawURL: t.URL, secrets: t.Secrets}
+	u, err := url.Parse(t.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.err = fmt.Errorf("%w: %q", ErrInvalidURL, t.URL)
+		return p
+	}
+	keys, err := signature.ParseSecrets(t.Secrets)
+	if err != nil || len(keys) == 0 {
+		p.err = fmt.Errorf("%w: %v", ErrInvalidSecret, err)
+		return p
+	}
+	p.url, p.signer = u, signature.NewSigner(keys)
+	return p
+}
+
+// matches reports whether p was prepared from t's URL and secrets.
+func (p *prepared) matches(t Target) bool {
+	return p.rawURL == t.URL && slices.Equal(p.secrets, t.Secrets)
+}
+
+// preparedRotate is how often the prepared endpoints are aged: one unused
+// for between one and two of these is forgotten.
+const preparedRotate = 10 * time.Minute
+
+// preparedCache holds the prepared state of the endpoints requested
+// recently, in two generations: a lookup moves an entry to the current
+// one, and every preparedRotate the previous generation is dropped, so
+// memory follows the endpoints in use, not every endpoint ever seen. An
+// endpoint whose URL or secrets changed is prepared again at its next
+// request.
+type preparedCache struct {
+	mu       sync.Mutex
+	cur, old map[string]*prepared
+	rotated  time.Time
+}
+
+func (c *preparedCache) get(t Target) *prepared {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil || now.Sub(c.rotated) >= preparedRotate {
+		c.old, c.cur, c.rotated = c.cur, map[string]*prepared{}, now
+	}
+	p := c.cur[t.ID]
+	if p == nil {
+		p = c.old[t.ID]
+	}
+	if p == nil || !p.matches(t) {
+		p = prepare(t)
+	}
+	c.cur[t.ID] = p
+	return p
 }
 
 // excerpt returns at most n bytes of b as text Postgres accepts: valid
