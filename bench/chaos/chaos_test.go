@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -69,6 +70,18 @@ type scenario struct {
 	// extraDuplicates adds to the duplicate bound (a Postgres crash rewinds
 	// the relay's slot to the last checkpoint).
 	extraDuplicates int
+	// bound, if set, replaces the generic duplicate bound; perSecond is the
+	// offered delivery rate (events/s times the fan-out).
+	bound func(perSecond float64) int
+	// split runs the outbox and the ingress load as two generators, so
+	// that ingress produces blocked by a broker outage do not hold up the
+	// outbox transactions (the relay's backlog builds as it would).
+	split bool
+	// rideOut asserts that the roles ride the faults out: no role process
+	// exits or is started again, and the /readyz of each answers 503
+	// within every fault window the faults record (harness.fault) and 200
+	// after.
+	rideOut bool
 }
 
 // harness is what a running scenario offers its faults.
@@ -80,6 +93,40 @@ type harness struct {
 	pool    *pgxpool.Pool
 	// ctx outlives the load: a restart begun at the load's end completes.
 	ctx context.Context
+
+	mu      sync.Mutex
+	windows []window
+}
+
+// window is when a fault was in effect.
+type window struct {
+	what     string
+	from, to time.Time
+}
+
+// fault records that what was in effect from from to to.
+func (h *harness) fault(what string, from, to time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.windows = append(h.windows, window{what, from, to})
+}
+
+func (h *harness) faultWindows() []window {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]window(nil), h.windows...)
+}
+
+// hold waits d (the fault being injected) or until h's ctx ends.
+func (h *harness) hold(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-h.ctx.Done():
+		return h.ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // restart9 kill -9's a process and starts it again.
@@ -161,6 +208,12 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	top.Receiver.Reset()
 
 	h := &harness{t: t, cluster: cl, top: top, ledger: ledger, pool: pool, ctx: ctx}
+	roles := roleProcs(cl)
+	var ready *chaos.ReadyWatch
+	if sc.rideOut {
+		ready = chaos.WatchReady(ctx, roles, 250*time.Millisecond)
+		t.Cleanup(ready.Stop)
+	}
 	loadCtx, stopLoad := context.WithTimeout(ctx, sc.duration)
 	defer stopLoad()
 	var faultErr error
@@ -169,7 +222,7 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 		wg.Go(func() { faultErr = sc.faults(loadCtx, h) })
 	}
 	t.Logf("load: %.0f events/s for %s (%.1f deliveries per event), prefix %s", sc.rate, sc.duration, top.DeliveriesPerEvent, prefix)
-	stats, err := chaos.RunLoad(loadCtx, chaos.LoadConfig{Pool: pool, Kafka: kc, EventsTopic: "webhooks.events",
+	stats, err := runLoad(loadCtx, sc, chaos.LoadConfig{Pool: pool, Kafka: kc, EventsTopic: "webhooks.events",
 		Accounts: top.Accounts, Rate: sc.rate, BatchSize: 5, RollbackEvery: 4, InvalidEvery: 10, Prefix: "ev"}, ledger)
 	require.NoError(t, err)
 	wg.Wait()
@@ -180,8 +233,83 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 
 	in := chaos.CheckInput{Ledger: ledger, Receivers: []*chaos.Receiver{top.Receiver}, Subscriptions: top.Subscriptions,
 		Class: top.Class, DLQ: dlq, Pool: pool}
-	rep, err := chaos.WaitSettled(ctx, in, sc.settle)
+	rep, err := settle(ctx, cl, in, sc.settle)
 	require.NoError(t, err)
+	bound := duplicateBound(sc, cl, top)
+	t.Logf("faults: %v; duplicate bound %d\n%s", cl.Kills(), bound, rep)
+	if !rep.OK() {
+		t.Logf("consumer groups at the end:\n%s", chaos.GroupLag(ctx, cl.KafkaAddr))
+	}
+	if sc.rideOut {
+		ready.Stop()
+		checkRodeOut(t, h, ready, roles)
+	}
+	require.NoError(t, cl.Unexpected(), "a process died by itself")
+	require.True(t, rep.OK(), "invariants violated:\n%s", rep)
+	require.LessOrEqual(t, rep.Duplicates, bound, "duplicates above the documented bound")
+	require.Positive(t, rep.Delivered, "nothing delivered")
+	return rep
+}
+
+// roleProcs returns the running processes of every role (all but the
+// broker).
+func roleProcs(cl *chaos.Cluster) []*chaos.Proc {
+	var out []*chaos.Proc
+	for _, n := range cl.Names() {
+		if p := cl.Proc(n); n != chaos.RoleBroker && p != nil && !p.Exited() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// runLoad runs the load, as one generator or (sc.split) as an outbox and
+// an ingress generator sharing the rate.
+func runLoad(ctx context.Context, sc scenario, cfg chaos.LoadConfig, l *chaos.Ledger) (chaos.LoadStats, error) {
+	if !sc.split {
+		return chaos.RunLoad(ctx, cfg, l)
+	}
+	outbox, ingress := cfg, cfg
+	outbox.Rate, outbox.OutboxShare = cfg.Rate/2, 1
+	ingress.Rate, ingress.OutboxShare = cfg.Rate/2, -1
+	var ost chaos.LoadStats
+	var oerr error
+	var wg sync.WaitGroup
+	wg.Go(func() { ost, oerr = chaos.RunLoad(ctx, outbox, l) })
+	ist, ierr := chaos.RunLoad(ctx, ingress, l)
+	wg.Wait()
+	st := chaos.LoadStats{Batches: ost.Batches + ist.Batches, Events: ost.Events + ist.Events,
+		Errors: ost.Errors + ist.Errors, Lag: max(ost.Lag, ist.Lag)}
+	return st, errors.Join(oerr, ierr)
+}
+
+// settle waits for the report to settle (see chaos.WaitSettled), giving up
+// early once a process has exited by itself: what it left undone would
+// only stall the wait.
+func settle(ctx context.Context, cl *chaos.Cluster, in chaos.CheckInput, timeout time.Duration) (*chaos.Report, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		tick := time.NewTicker(time.Second) // polling interval
+		defer tick.Stop()
+		for cl.Unexpected() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		cancel()
+	}()
+	return chaos.WaitSettled(ctx, in, timeout)
+}
+
+// duplicateBound is the scenario's own bound, or the generic one.
+func duplicateBound(sc scenario, cl *chaos.Cluster, top *chaos.Topology) int {
+	perSecond := sc.rate * top.DeliveriesPerEvent
+	if sc.bound != nil {
+		return sc.bound(perSecond)
+	}
 	crashes := 0
 	for _, n := range cl.Kills() {
 		crashes += n
@@ -197,17 +325,36 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	// A router killed while fanning out the backlog that built up while
 	// its group rebalanced (up to a 10s session timeout) re-does that whole
 	// batch: 10 s of the rate per router kill on top.
-	perSecond := sc.rate * top.DeliveriesPerEvent
-	bound := (crashes+1)*int(math.Ceil(2*perSecond)) + cl.Kills()[chaos.RoleRouter]*int(math.Ceil(10*perSecond)) + sc.extraDuplicates
-	t.Logf("faults: %v; duplicate bound %d\n%s", cl.Kills(), bound, rep)
-	if !rep.OK() {
-		t.Logf("consumer groups at the end:\n%s", chaos.GroupLag(ctx, cl.KafkaAddr))
+	return (crashes+1)*int(math.Ceil(2*perSecond)) + cl.Kills()[chaos.RoleRouter]*int(math.Ceil(10*perSecond)) + sc.extraDuplicates
+}
+
+// checkRodeOut checks that every role process of the start is still the
+// one running (none exited, none started again) and that its /readyz
+// answered 503 during each fault and 200 after; it logs the transitions.
+// A failure is reported without stopping the test, so the delivery
+// invariants are checked too.
+func checkRodeOut(t *testing.T, h *harness, ready *chaos.ReadyWatch, roles []*chaos.Proc) {
+	t.Helper()
+	windows := h.faultWindows()
+	require.NotEmpty(t, windows, "the scenario recorded no fault window")
+	var errs []error
+	for _, p := range roles {
+		if now := h.cluster.Proc(p.Name); now != p || p.Exited() {
+			errs = append(errs, fmt.Errorf("%s (pid %d) is no longer running", p.Name, p.Pid()))
+		}
+		for _, w := range windows {
+			ro, err := ready.RodeOut(p.Name, w.from, w.to)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", w.what, err))
+				continue
+			}
+			t.Logf("%s: %s /readyz 503 %.1fs after the fault began, 200 %.1fs after it ended; transitions %s",
+				w.what, p.Name, ro.Unready.Seconds(), ro.Ready.Seconds(), chaos.FormatSamples(ready.Samples(p.Name), w.from))
+		}
 	}
-	require.NoError(t, cl.Unexpected(), "a process died by itself")
-	require.True(t, rep.OK(), "invariants violated:\n%s", rep)
-	require.LessOrEqual(t, rep.Duplicates, bound, "duplicates above the documented bound")
-	require.Positive(t, rep.Delivered, "nothing delivered")
-	return rep
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("the roles did not ride the fault out:\n%v", err)
+	}
 }
 
 func tail(s string, n int) string {

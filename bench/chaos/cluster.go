@@ -68,6 +68,8 @@ type Cluster struct {
 	listens map[string]string
 	// Restarts counts kill -9 / stop and restarts per process name.
 	restarts map[string]int
+	// exits are the unexpected exits of processes since replaced.
+	exits []error
 }
 
 // Role names of the processes.
@@ -178,9 +180,16 @@ func (c *Cluster) args(name string) ([]string, error) {
 // waits until it is ready.
 func (c *Cluster) StartProcess(ctx context.Context, name string) error {
 	c.mu.Lock()
-	if p := c.procs[name]; p != nil && !p.Exited() {
-		c.mu.Unlock()
-		return fmt.Errorf("%s already running", name)
+	if p := c.procs[name]; p != nil {
+		if !p.Exited() {
+			c.mu.Unlock()
+			return fmt.Errorf("%s already running", name)
+		}
+		// A process that exited by itself and is started again is still
+		// reported by Unexpected.
+		if err := p.UnexpectedExit(); err != nil {
+			c.exits = append(c.exits, fmt.Errorf("%w\n%s", err, lastLines(p.Tail(), 20)))
+		}
 	}
 	args, err := c.args(name)
 	if err != nil {
@@ -224,9 +233,7 @@ func (c *Cluster) Stop(name string, timeout time.Duration) error {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	p.killed = true
-	p.mu.Unlock()
+	p.markKilled()
 	c.mu.Lock()
 	c.restarts[name]++
 	c.mu.Unlock()
@@ -245,6 +252,24 @@ func (c *Cluster) NoteFault(name string) {
 func (c *Cluster) Restart9(ctx context.Context, name string) error {
 	c.Kill9(name)
 	return c.StartProcess(ctx, name)
+}
+
+// Freeze stops name with SIGSTOP (see Proc.Freeze); Thaw resumes it.
+func (c *Cluster) Freeze(name string) error {
+	p := c.Proc(name)
+	if p == nil {
+		return fmt.Errorf("%s not started", name)
+	}
+	return p.Freeze()
+}
+
+// Thaw resumes name with SIGCONT.
+func (c *Cluster) Thaw(name string) error {
+	p := c.Proc(name)
+	if p == nil {
+		return fmt.Errorf("%s not started", name)
+	}
+	return p.Thaw()
 }
 
 // Kills returns how many times each process was killed or stopped.
@@ -270,11 +295,12 @@ func (c *Cluster) Names() []string {
 	return out
 }
 
-// Unexpected returns an error for every process that exited by itself.
+// Unexpected returns an error for every process that exited by itself,
+// including those started again since.
 func (c *Cluster) Unexpected() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var errs []error
+	errs := append([]error(nil), c.exits...)
 	for _, p := range c.procs {
 		if err := p.UnexpectedExit(); err != nil {
 			errs = append(errs, fmt.Errorf("%w\n%s", err, lastLines(p.Tail(), 20)))
@@ -298,9 +324,7 @@ func (c *Cluster) Close() {
 	for _, p := range procs {
 		if !p.Exited() {
 			wg.Go(func() {
-				p.mu.Lock()
-				p.killed = true
-				p.mu.Unlock()
+				p.markKilled()
 				_ = p.Stop(5 * time.Second)
 			})
 		}

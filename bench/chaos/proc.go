@@ -130,14 +130,31 @@ func (p *Proc) Exited() bool {
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
-// Kill9 sends SIGKILL and waits for the process to be gone.
+// Kill9 sends SIGKILL and waits for the process to be gone. A process that
+// had already exited by itself stays reported by UnexpectedExit.
 func (p *Proc) Kill9() {
-	p.mu.Lock()
-	p.killed = true
-	p.mu.Unlock()
+	p.markKilled()
 	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 }
+
+// markKilled notes that an exit from now on is asked for, unless the
+// process is gone already.
+func (p *Proc) markKilled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.Exited() {
+		p.killed = true
+	}
+}
+
+// Freeze stops the process with SIGSTOP: its sockets stay open and the
+// kernel still accepts connections for it, but nothing answers (a network
+// partition as its peers see it). Thaw resumes it.
+func (p *Proc) Freeze() error { return p.Cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen process with SIGCONT.
+func (p *Proc) Thaw() error { return p.Cmd.Process.Signal(syscall.SIGCONT) }
 
 // Stop sends SIGTERM and waits up to timeout, then SIGKILL. It returns the
 // exit error (nil for a clean exit 0).
