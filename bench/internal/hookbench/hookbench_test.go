@@ -75,10 +75,12 @@ func TestWritesBetweenLeavesOutTheOutbox(t *testing.T) {
 	before := pgSnapshot{rows: 1000, lsn: 0, sync: 5, tables: map[string][3]int64{
 		"webhooks.outbox": {10, 0, 0}, "webhooks.deliveries": {10, 10, 0}}}
 	after := pgSnapshot{rows: 1000 + 350, lsn: 100_000, sync: 15, tables: map[string][3]int64{
-		"webhooks.outbox": {60, 0, 0}, "webhooks.deliveries": {110, 210, 0}, "webhooks.untouched": {0, 0, 0}}}
+		"webhooks.outbox": {60, 0, 0}, "webhooks.deliveries": {110, 210, 0}, "webhooks.untouched": {0, 0, 0},
+		"pg_temp_3.staging": {100, 0, 0}}}
 	w := writesBetween(before, after, 100, "webhooks.outbox")
-	if w.RowsPerDelivery != 3.5 || w.OwnRowsPerDelivery != 3.0 {
-		t.Errorf("rows per delivery = %v, own %v; want 3.5 and 3.0", w.RowsPerDelivery, w.OwnRowsPerDelivery)
+	if w.DatabaseRowsPerDelivery != 3.5 || w.RowsPerDelivery != 3.5 || w.OwnRowsPerDelivery != 3.0 || w.TempRowsPerDelivery != 1 {
+		t.Errorf("rows per delivery = %v (database %v), own %v, temp %v; want 3.5 (3.5), 3.0, 1",
+			w.RowsPerDelivery, w.DatabaseRowsPerDelivery, w.OwnRowsPerDelivery, w.TempRowsPerDelivery)
 	}
 	if w.WALBytesPerDelivery != 1000 || w.SyncsPerDelivery != 0.1 {
 		t.Errorf("WAL bytes %v, syncs %v per delivery; want 1000 and 0.1", w.WALBytesPerDelivery, w.SyncsPerDelivery)
@@ -190,5 +192,32 @@ func TestPGStatsCountsRowsWritten(t *testing.T) {
 	w := writesBetween(before, after, 100, "")
 	if w.ByTable["public.t"] != (TableWrites{Inserted: 3, Updated: 1}) || w.RowsPerDelivery < 4 || w.WALBytesPerDelivery <= 0 {
 		t.Fatalf("writes = %+v", w)
+	}
+}
+
+func TestMarkdownMarksGoals(t *testing.T) {
+	t.Parallel()
+	r := &Results{Postgres: PGDurable, PostgresSettings: "fsync=on, synchronous_commit=on", Saturation: 4000, B0: 8000, B2: 2500,
+		Delivered: 1000, Ratios: map[string]float64{"hookd/B0": 0.5, "hookd/B2": 1.6},
+		Procs: map[string]*ProcResult{"dispatch-0": {CPUSeconds: 0.05}, "router": {CPUSeconds: 0.02}},
+		Latency50: &Percentiles{N: 10, P99: 80, RateS: 2000},
+		Writes:    &PGWrites{OwnRowsPerDelivery: 2, ByTable: map[string]TableWrites{}}}
+	r.PerSetting = []*SettingRun{{Mode: PGDurable, Saturation: 4000, B2: 2500}, {Mode: PGFsyncOff, Saturation: 4000, B2: 3000}}
+	(&bench{res: r, cfg: &Config{}}).ratios()
+	md := r.Markdown()
+	for _, want := range []string{
+		"| hookd / B2 (Postgres durable) | 1.60 | >= 2 | **not met** |",
+		"| **p99 commit-to-receiver at 50% of saturation** (2000/s) | 80.0 ms | <= 100 ms | met |",
+		"| 2.00 (0.00; 0.00; 0.00) | <= 1.5 | **not met** |",
+		"| fsync-off () | 4000 | 3000 | 1.33 | >= 1 | met |",
+		"| B1 naive dispatcher (1 record at a time per partition), deliveries/s | - |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	// On 2 cores: 2 / 8000/s = 250 µs; the dispatcher's 50 µs is 0.2 of it.
+	if math.Abs(r.DispatchCostOverB0-0.4/float64(numCPU())) > 1e-9 {
+		t.Errorf("dispatcher cost over B0 = %v", r.DispatchCostOverB0)
 	}
 }

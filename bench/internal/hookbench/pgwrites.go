@@ -3,6 +3,7 @@ package hookbench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,13 +12,20 @@ import (
 // PGWrites is what Postgres wrote for a phase, per delivered webhook.
 type PGWrites struct {
 	Deliveries int `json:"deliveries"`
-	// RowsPerDelivery is pg_stat_database's tup_inserted + tup_updated +
-	// tup_deleted of the phase's database, per delivery: every row written,
-	// the generator's outbox rows included.
+	// DatabaseRowsPerDelivery is pg_stat_database's tup_inserted +
+	// tup_updated + tup_deleted of the phase's database per delivery:
+	// every row, system catalogs and temporary tables included.
+	DatabaseRowsPerDelivery float64 `json:"database_rows_per_delivery"`
+	// RowsPerDelivery is the rows inserted, updated and deleted in the
+	// database's permanent tables (pg_stat_user_tables, temporary tables
+	// left out: they are not WAL-logged) per delivery, the generator's
+	// outbox rows included.
 	RowsPerDelivery float64 `json:"rows_per_delivery"`
 	// OwnRowsPerDelivery leaves out the outbox rows the generator inserts
 	// (the application's own event writes): what hookd itself writes.
 	OwnRowsPerDelivery float64 `json:"own_rows_per_delivery"`
+	// TempRowsPerDelivery is the rows written to temporary tables.
+	TempRowsPerDelivery float64 `json:"temp_rows_per_delivery"`
 	// ByTable is n_tup_ins/upd/del per delivery of each table written.
 	ByTable map[string]TableWrites `json:"rows_per_delivery_by_table"`
 	// WALBytesPerDelivery is the server's WAL (pg_current_wal_lsn) per
@@ -29,6 +37,9 @@ type PGWrites struct {
 	WALRecordsPerDelivery float64 `json:"wal_records_per_delivery"`
 	FPIPerDelivery        float64 `json:"wal_full_page_images_per_delivery"`
 	SyncsPerDelivery      float64 `json:"wal_syncs_per_delivery"`
+	// Unsettled is set when the row counters still moved 15 s after the
+	// phase (a writer still catching up): the figures are lower bounds.
+	Unsettled bool `json:"unsettled,omitempty"`
 }
 
 // TableWrites is one table's rows written per delivery.
@@ -44,6 +55,7 @@ type pgSnapshot struct {
 	tables                map[string][3]int64
 	lsn                   int64
 	walRecords, fpi, sync int64
+	unsettled             bool
 }
 
 // pgStats reads the counters of the database at dbURL (and the server's
@@ -71,6 +83,7 @@ func pgStats(ctx context.Context, dbURL string) (pgSnapshot, error) {
 		}
 		prev = cur
 	}
+	prev.unsettled = true
 	return prev, err
 }
 
@@ -105,12 +118,12 @@ func readPGSnapshot(ctx context.Context, conn *pgx.Conn) (pgSnapshot, error) {
 func writesBetween(before, after pgSnapshot, deliveries int, outboxTable string) *PGWrites {
 	d := float64(max(deliveries, 1))
 	w := &PGWrites{Deliveries: deliveries, ByTable: map[string]TableWrites{},
-		RowsPerDelivery:       float64(after.rows-before.rows) / d,
-		WALBytesPerDelivery:   float64(after.lsn-before.lsn) / d,
-		WALRecordsPerDelivery: float64(after.walRecords-before.walRecords) / d,
-		FPIPerDelivery:        float64(after.fpi-before.fpi) / d,
-		SyncsPerDelivery:      float64(after.sync-before.sync) / d}
-	w.OwnRowsPerDelivery = w.RowsPerDelivery
+		DatabaseRowsPerDelivery: float64(after.rows-before.rows) / d,
+		WALBytesPerDelivery:     float64(after.lsn-before.lsn) / d,
+		WALRecordsPerDelivery:   float64(after.walRecords-before.walRecords) / d,
+		FPIPerDelivery:          float64(after.fpi-before.fpi) / d,
+		SyncsPerDelivery:        float64(after.sync-before.sync) / d,
+		Unsettled:               before.unsettled || after.unsettled}
 	for name, a := range after.tables {
 		b := before.tables[name]
 		t := TableWrites{Inserted: float64(a[0]-b[0]) / d, Updated: float64(a[1]-b[1]) / d, Deleted: float64(a[2]-b[2]) / d}
@@ -118,6 +131,13 @@ func writesBetween(before, after pgSnapshot, deliveries int, outboxTable string)
 			continue
 		}
 		w.ByTable[name] = t
+		sum := t.Inserted + t.Updated + t.Deleted
+		if strings.HasPrefix(name, "pg_temp") {
+			w.TempRowsPerDelivery += sum
+			continue
+		}
+		w.RowsPerDelivery += sum
+		w.OwnRowsPerDelivery += sum
 		if name == outboxTable {
 			w.OwnRowsPerDelivery -= t.Inserted
 		}

@@ -87,22 +87,22 @@ func (r *Results) mainTable(b *strings.Builder) {
 	fmt.Fprintf(b, "| measure | value | goal | |\n|---|---|---|---|\n")
 	fmt.Fprintf(b, "| end-to-end deliveries/s at saturation (hookd) | %.0f | | |\n", r.Saturation)
 	fmt.Fprintf(b, "| events/s the generator committed meanwhile | %.0f (offered %.0f) | | |\n", r.GeneratedRate, c.OfferedRate)
-	fmt.Fprintf(b, "| B0 plain HTTP loop (256 goroutines), deliveries/s | %.0f | | |\n", r.B0)
-	fmt.Fprintf(b, "| B1 naive dispatcher (1 record at a time per partition), deliveries/s | %.0f | | |\n", r.B1)
-	b2 := fmt.Sprintf("%.0f", r.B2)
+	fmt.Fprintf(b, "| B0 plain HTTP loop (256 goroutines), deliveries/s | %s | | |\n", orSkipped(r.B0, "%.0f"))
+	fmt.Fprintf(b, "| B1 naive dispatcher (1 record at a time per partition), deliveries/s | %s | | |\n", orSkipped(r.B1, "%.0f"))
+	b2 := orSkipped(r.B2, "%.0f")
 	if r.B2Note != "" {
 		b2 += " (" + r.B2Note + ")"
 	}
 	fmt.Fprintf(b, "| B2 River Postgres queue (256 workers), deliveries/s | %s | | |\n", b2)
 	h0, ok0 := r.Ratios["hookd/B0"]
-	fmt.Fprintf(b, "| hookd / B0 | %.2f | >= %.2f | %s |\n", h0, goalHookdOverB0, met(ok0, h0 >= goalHookdOverB0))
-	fmt.Fprintf(b, "| hookd / B1 | %.2f | | |\n", r.Ratios["hookd/B1"])
+	fmt.Fprintf(b, "| hookd / B0 | %s | >= %.2f | %s |\n", orSkipped(h0, "%.2f"), goalHookdOverB0, met(ok0, h0 >= goalHookdOverB0))
+	fmt.Fprintf(b, "| hookd / B1 | %s | | |\n", orSkipped(r.Ratios["hookd/B1"], "%.2f"))
 	h2, ok2 := r.Ratios["hookd/B2"]
 	g2 := goalHookdOverB2
 	if r.Postgres == PGFsyncOff {
 		g2 = goalHookdOverB2Fsync
 	}
-	fmt.Fprintf(b, "| hookd / B2 (Postgres %s) | %.2f | >= %.0f | %s |\n", r.Postgres, h2, g2, met(ok2, h2 >= g2))
+	fmt.Fprintf(b, "| hookd / B2 (Postgres %s) | %s | >= %.0f | %s |\n", r.Postgres, orSkipped(h2, "%.2f"), g2, met(ok2, h2 >= g2))
 	if r.B0CostUs > 0 {
 		fmt.Fprintf(b, "| dispatcher CPU per delivery / B0 cost per delivery (%.0f µs) | %.2f | <= %.1f | %s |\n",
 			r.B0CostUs, r.DispatchCostOverB0, goalDispatchCostOverB0, met(true, r.DispatchCostOverB0 <= goalDispatchCostOverB0))
@@ -110,8 +110,9 @@ func (r *Results) mainTable(b *strings.Builder) {
 			r.HookdCostOverB0, goalHookdCostOverB0, met(true, r.HookdCostOverB0 <= goalHookdCostOverB0))
 	}
 	if w := r.Writes; w != nil {
-		fmt.Fprintf(b, "| Postgres rows written per delivery at saturation: hookd's own (all, with the generator's outbox rows) | %.2f (%.2f) | <= %.1f | %s |\n",
-			w.OwnRowsPerDelivery, w.RowsPerDelivery, goalRowsPerDelivery, met(true, w.OwnRowsPerDelivery <= goalRowsPerDelivery))
+		fmt.Fprintf(b, "| Postgres rows written per delivery at saturation: hookd's own (with the generator's outbox rows; temporary-table rows; pg_stat_database's count) | %.2f (%.2f; %.2f; %.2f)%s | <= %.1f | %s |\n",
+			w.OwnRowsPerDelivery, w.RowsPerDelivery, w.TempRowsPerDelivery, w.DatabaseRowsPerDelivery, unsettled(w),
+			goalRowsPerDelivery, met(true, w.OwnRowsPerDelivery <= goalRowsPerDelivery))
 		fmt.Fprintf(b, "| WAL bytes / WAL syncs per delivery at saturation | %.0f / %.3f | | |\n", w.WALBytesPerDelivery, w.SyncsPerDelivery)
 	}
 	if p := r.Latency50; p != nil {
@@ -153,7 +154,7 @@ func (r *Results) settingsTable(b *strings.Builder) {
 	if len(r.PerSetting) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "| Postgres | hookd deliveries/s | B2 River deliveries/s | hookd / B2 | goal | | rows written per delivery: hookd own (all) / River | WAL bytes per delivery: hookd / River | WAL syncs per delivery: hookd / River | lost |\n")
+	fmt.Fprintf(b, "| Postgres | hookd deliveries/s | B2 River deliveries/s | hookd / B2 | goal | | rows written per delivery: hookd's own (with the outbox) / River | WAL bytes per delivery: hookd / River | WAL syncs per delivery: hookd / River | lost |\n")
 	fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, st := range r.PerSetting {
 		goal := goalHookdOverB2
@@ -165,20 +166,37 @@ func (r *Results) settingsTable(b *strings.Builder) {
 			goalText, mark = "", ""
 		}
 		hw, rw := st.Writes, st.B2Writes
-		rows := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string { return fmt.Sprintf("%.2f (%.2f)", w.OwnRowsPerDelivery, w.RowsPerDelivery) }),
+		rows := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string {
+			return fmt.Sprintf("%.2f (%.2f)%s", w.OwnRowsPerDelivery, w.RowsPerDelivery, unsettled(w))
+		}),
 			fmtW(rw, func(w *PGWrites) string { return fmt.Sprintf("%.2f", w.RowsPerDelivery) }))
 		wal := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string { return fmt.Sprintf("%.0f", w.WALBytesPerDelivery) }),
 			fmtW(rw, func(w *PGWrites) string { return fmt.Sprintf("%.0f", w.WALBytesPerDelivery) }))
 		syncs := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string { return fmt.Sprintf("%.3f", w.SyncsPerDelivery) }),
 			fmtW(rw, func(w *PGWrites) string { return fmt.Sprintf("%.3f", w.SyncsPerDelivery) }))
-		b2 := fmt.Sprintf("%.0f", st.B2)
+		b2 := orSkipped(st.B2, "%.0f")
 		if st.B2Note != "" {
 			b2 += " (" + st.B2Note + ")"
 		}
-		fmt.Fprintf(b, "| %s (%s) | %.0f | %s | %.2f | %s | %s | %s | %s | %s | %d |\n",
-			st.Mode, st.Settings, st.Saturation, b2, st.HookdOverB2, goalText, mark, rows, wal, syncs, st.Lost)
+		fmt.Fprintf(b, "| %s (%s) | %.0f | %s | %s | %s | %s | %s | %s | %s | %d |\n",
+			st.Mode, st.Settings, st.Saturation, b2, orSkipped(st.HookdOverB2, "%.2f"), goalText, mark, rows, wal, syncs, st.Lost)
 	}
 	b.WriteString("\n")
+}
+
+// orSkipped formats v, or "-" for a phase not run (zero).
+func orSkipped(v float64, format string) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func unsettled(w *PGWrites) string {
+	if w.Unsettled {
+		return " (still moving after 15 s: lower bounds)"
+	}
+	return ""
 }
 
 func fmtW(w *PGWrites, f func(*PGWrites) string) string {
