@@ -199,7 +199,7 @@ func TestMarkdownMarksGoals(t *testing.T) {
 	t.Parallel()
 	r := &Results{Postgres: PGDurable, PostgresSettings: "fsync=on, synchronous_commit=on", Saturation: 4000, B0: 8000, B2: 2500,
 		Delivered: 1000, Ratios: map[string]float64{"hookd/B0": 0.5, "hookd/B2": 1.6},
-		Procs: map[string]*ProcResult{"dispatch-0": {CPUSeconds: 0.05}, "router": {CPUSeconds: 0.02}},
+		Procs:     map[string]*ProcResult{"dispatch-0": {CPUSeconds: 0.05}, "router": {CPUSeconds: 0.02}},
 		Latency50: &Percentiles{N: 10, P99: 80, RateS: 2000},
 		Writes:    &PGWrites{OwnRowsPerDelivery: 2, ByTable: map[string]TableWrites{}}}
 	r.PerSetting = []*SettingRun{{Mode: PGDurable, Saturation: 4000, B2: 2500}, {Mode: PGFsyncOff, Saturation: 4000, B2: 3000}}
