@@ -77,6 +77,7 @@ type Dispatcher struct {
 	parkedAccts []*accountState
 
 	refusals refusals // SSRF refusals already logged
+	jobs     chan job // idle workers wait here for a request (schedule.go)
 }
 
 // New validates cfg and builds a dispatcher. It connects to nothing; Run does.
@@ -118,6 +119,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		accts:     map[string]*accountState{},
 		slots:     cfg.Concurrency,
 		refusals:  refusals{last: map[string]time.Time{}},
+		jobs:      make(chan job),
 
 		newClient:     kgo.NewClient,
 		clientReady:   make(chan struct{}),

@@ -294,8 +294,44 @@ func (d *Dispatcher) startLocked(ep *endpointState) {
 	it.part.running++
 	d.m.inFlight.Inc()
 	d.wg.Add(1)
-	go d.work(it, ep)
+	select {
+	case d.jobs <- job{it, ep}: // an idle worker takes it
+	default:
+		go d.worker(job{it, ep})
+	}
 	d.markReadyLocked(ep)
+}
+
+// job is one request for a worker.
+type job struct {
+	it *item
+	ep *endpointState
+}
+
+// workerIdle is how long a worker waits for its next request before it
+// ends.
+const workerIdle = 10 * time.Second
+
+// worker runs j, then the requests handed to it while it waits idle, for
+// up to workerIdle between them, until the dispatcher's work ends. A
+// request started on a worker runs on the stack its predecessors grew
+// through the HTTP client, instead of a new goroutine growing its own.
+// Every request is counted in d.wg by startLocked, not the worker: an
+// idle worker holds up no drain.
+func (d *Dispatcher) worker(j job) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		d.work(j.it, j.ep)
+		idle.Reset(workerIdle)
+		select {
+		case j = <-d.jobs:
+		case <-idle.C:
+			return
+		case <-d.workCtx.Done():
+			return
+		}
+	}
 }
 
 // work makes one attempt, frees its slots, then finishes the record.
