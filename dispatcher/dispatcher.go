@@ -42,8 +42,8 @@ type Dispatcher struct {
 	newClient func(...kgo.Opt) (*kgo.Client, error)
 	// clientReady is closed once cl is set. Group management starts inside
 	// newClient, so a rebalance callback can run before newClient returns:
-	// the callbacks wait for it, and everything else they use (gate,
-	// pauses, workCtx) is built before the client.
+	// the revoke and lost callbacks wait for it, and everything else they
+	// use (gate, pauses, workCtx) is built before the client.
 	clientReady chan struct{}
 	cl          *kgo.Client
 	gate        *retrytiers.Gate
@@ -437,9 +437,10 @@ func oldestDueAge(ps *partState, now time.Time) time.Duration {
 	return oldest
 }
 
-// onAssigned creates the state of new partitions.
+// onAssigned creates the state of new partitions. It uses only what New
+// built: kgo runs the revoke that may follow only after it returns, so
+// it must not wait for the client.
 func (d *Dispatcher) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	<-d.clientReady
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for t, ps := range assigned {
