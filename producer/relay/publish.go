@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/store"
 )
 
@@ -38,6 +39,7 @@ type publisher struct {
 // soloItem is a row Kafka refused in a batch, to be retried alone.
 type soloItem struct {
 	row       store.OutboxRow
+	origin    origin
 	rec       *kgo.Record
 	published prometheus.Counter
 	done      func(error)
@@ -57,8 +59,8 @@ func (p *publisher) wait() { <-p.done }
 // as oversize without trying Kafka; a record Kafka refuses for what it is
 // (see permanent) is retried alone, then dead-lettered as unpublishable.
 // Only an envelope that cannot be encoded is an error.
-func (p *publisher) publish(row store.OutboxRow, published prometheus.Counter, done func(error)) error {
-	rec, err := p.r.record(row)
+func (p *publisher) publish(row store.OutboxRow, o origin, published prometheus.Counter, done func(error)) error {
+	rec, err := p.r.record(row, o)
 	if err != nil {
 		return err
 	}
@@ -70,16 +72,22 @@ func (p *publisher) publish(row store.OutboxRow, published prometheus.Counter, d
 	p.cl.Produce(p.ctx, rec, func(rec *kgo.Record, err error) {
 		switch {
 		case err == nil:
-			published.Inc()
+			p.acked(o, published)
 			done(nil)
 		case permanent(err):
 			// It may only have shared a batch with the culprit.
-			p.enqueue(soloItem{row: row, rec: rec, published: published, done: done})
+			p.enqueue(soloItem{row: row, origin: o, rec: rec, published: published, done: done})
 		default:
 			done(err)
 		}
 	})
 	return nil
+}
+
+// acked counts a published row and observes its commit-to-ack latency.
+func (p *publisher) acked(o origin, published prometheus.Counter) {
+	published.Inc()
+	stage.Since(p.r.m.stage, stage.RelayPublish, o.committed)
 }
 
 // permanent reports whether Kafka refused a record for what it is, so that
@@ -140,7 +148,7 @@ func (p *publisher) retryAlone(it soloItem) {
 	p.r.logger.DebugContext(p.ctx, "outbox row refused in a batch, retried alone", "outbox_id", short(it.row.ID), "ok", err == nil)
 	switch {
 	case err == nil:
-		it.published.Inc()
+		p.acked(it.origin, it.published)
 		it.done(nil)
 	case permanent(err):
 		class := "produce_error"

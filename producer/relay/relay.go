@@ -46,6 +46,7 @@ import (
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/drain"
+	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/producer/event"
 	"github.com/hookd/hookd/store"
@@ -101,6 +102,13 @@ type Config struct {
 	// DrainTimeout bounds waiting for Kafka's acks at shutdown. Defaults
 	// to 30s.
 	DrainTimeout time.Duration
+	// ResumeScanLimit is the most records a starting leader reads back from
+	// the end of each partition of the events topic to learn which rows
+	// since the slot's confirmed position are published already (it skips
+	// them). It should cover the records published in one checkpoint
+	// interval of Postgres, plus any direct producers' records in between.
+	// Defaults to 200000.
+	ResumeScanLimit int
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -150,6 +158,9 @@ func (c *Config) setDefaults() {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	if c.ResumeScanLimit == 0 {
+		c.ResumeScanLimit = 200000
+	}
 }
 
 func (c *Config) validate() error {
@@ -180,6 +191,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("relay retry backoff: must be at least 1ms, got %s", c.RetryBackoff)
 	case c.DrainTimeout < time.Second:
 		return fmt.Errorf("relay drain timeout: must be at least 1s, got %s", c.DrainTimeout)
+	case c.ResumeScanLimit < 1:
+		return fmt.Errorf("relay resume scan limit: must be at least 1, got %d", c.ResumeScanLimit)
 	}
 	return nil
 }
@@ -218,6 +231,11 @@ type metrics struct {
 	backfilled prometheus.Counter
 	pruned     prometheus.Counter
 	failures   prometheus.Counter
+	// skipped counts rows a resumed stream found on the events topic
+	// already.
+	skipped prometheus.Counter
+	// stage is the shared stage histogram (relay_publish).
+	stage *prometheus.HistogramVec
 	// deadLettered counts rows dead-lettered instead of published, by
 	// reason.
 	deadLettered *prometheus.CounterVec
@@ -246,13 +264,15 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		confirmed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_confirmed_lsn",
 			Help: "The slot's confirmed_flush_lsn as a number: every outbox commit before it is acknowledged by Kafka."}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_events_published_total",
-			Help: "Outbox rows produced to the events topic and acknowledged (replays after a crash count again)."}),
+			Help: "Outbox rows produced to the events topic and acknowledged."}),
 		backfilled: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_events_backfilled_total",
 			Help: "Outbox rows published from the snapshot taken when the slot was created."}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_outbox_pruned_total",
 			Help: "Outbox rows deleted by the relay's pruning."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_stream_failures_total",
 			Help: "Times the replication stream failed and was restarted."}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_events_skipped_total",
+			Help: "Outbox rows streamed again after a restart, a failover or a Postgres crash and not published again: a starting leader found them on the events topic already."}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_relay_events_dead_lettered_total",
 			Help: "Outbox rows dead-lettered instead of published, by reason: oversize (envelope over the limit) or unpublishable (refused by Kafka)."},
 			[]string{"reason"}),
@@ -262,12 +282,17 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 	}
 	if deps.Registerer != nil {
 		for _, c := range []prometheus.Collector{r.m.leader, r.m.retained, r.m.lag, r.m.confirmed, r.m.published,
-			r.m.backfilled, r.m.pruned, r.m.failures, r.m.deadLettered} {
+			r.m.backfilled, r.m.pruned, r.m.failures, r.m.skipped, r.m.deadLettered} {
 			if err := deps.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("relay metrics: %w", err)
 			}
 		}
 	}
+	h, err := stage.Histogram(deps.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("relay metrics: %w", err)
+	}
+	r.m.stage = h
 	return r, nil
 }
 
@@ -296,6 +321,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("relay kafka client: %w", err)
 	}
 	defer solo.Close()
+	// And one that reads the events topic's tail when a leader starts.
+	tail, err := kgo.NewClient(append(append([]kgo.Opt{}, r.opts...), kgo.FetchMaxWait(100*time.Millisecond))...)
+	if err != nil {
+		return fmt.Errorf("relay kafka client: %w", err)
+	}
+	defer tail.Close()
+	kc := clients{produce: cl, solo: solo, tail: tail}
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -305,7 +337,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	backoff := r.cfg.RetryBackoff
 	for {
-		led, err := r.lead(ctx, cl, solo)
+		led, err := r.lead(ctx, kc)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -329,9 +361,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// clients are the relay's Kafka clients.
+type clients struct {
+	produce *kgo.Client // batching, shared by every row
+	solo    *kgo.Client // one record at a time, for retrying a row alone
+	tail    *kgo.Client // reads the events topic's tail
+}
+
 // lead waits for the lock, then streams until ctx ends or something
 // fails. led reports whether it got to stream.
-func (r *Relay) lead(ctx context.Context, cl, solo *kgo.Client) (led bool, err error) {
+func (r *Relay) lead(ctx context.Context, kc clients) (led bool, err error) {
 	lock, err := r.waitForLock(ctx)
 	if err != nil || lock == nil {
 		return false, err
@@ -379,7 +418,7 @@ func (r *Relay) lead(ctx context.Context, cl, solo *kgo.Client) (led bool, err e
 			}
 		}
 	})
-	return true, r.stream(sctx, ctx, cl, solo)
+	return true, r.stream(sctx, ctx, kc)
 }
 
 func (r *Relay) waitForLock(ctx context.Context) (*store.LeaderLock, error) {
@@ -445,14 +484,22 @@ func (r *Relay) prune(ctx context.Context) {
 	}
 }
 
-// envelope renders an outbox row as an event envelope record.
-func (r *Relay) record(row store.OutboxRow) (*kgo.Record, error) {
+// origin is where a row comes from: its transaction's commit LSN and time
+// (zero for a back-filled row).
+type origin struct {
+	lsn       pglogrepl.LSN
+	committed time.Time
+}
+
+// record renders an outbox row as an event envelope record.
+func (r *Relay) record(row store.OutboxRow, o origin) (*kgo.Record, error) {
 	v, err := event.Marshal(event.Envelope{ID: row.ID, Account: row.Account, Type: row.Type, Data: row.Payload, Created: row.CreatedAt})
 	if err != nil {
 		return nil, fmt.Errorf("outbox row %s: %w", row.ID, err)
 	}
 	return &kgo.Record{Topic: r.cfg.EventsTopic, Key: []byte(row.Account), Value: v,
-		Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: []byte("outbox")}}}, nil
+		Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: []byte("outbox")},
+			{Key: HeaderLSN, Value: []byte(o.lsn.String())}, {Key: HeaderOutboxID, Value: []byte(row.ID)}}}, nil
 }
 
 // decodeInsert reads an outbox row from a pgoutput insert.

@@ -19,6 +19,7 @@ import (
 
 // txn is one committed transaction's records on their way to Kafka.
 type txn struct {
+	origin    origin
 	end       pglogrepl.LSN
 	pending   int
 	committed bool
@@ -34,8 +35,8 @@ type tracker struct {
 	err       error
 }
 
-func (t *tracker) begin() *txn {
-	x := &txn{}
+func (t *tracker) begin(o origin) *txn {
+	x := &txn{origin: o}
 	t.mu.Lock()
 	t.q = append(t.q, x)
 	t.mu.Unlock()
@@ -106,7 +107,7 @@ const closeTimeout = 5 * time.Second
 // stream runs one replication session until ctx ends (then it drains and
 // returns nil if parent ended too) or it fails. Every exit after the start
 // of replication goes through the session's drain.
-func (r *Relay) stream(ctx, parent context.Context, cl, solo *kgo.Client) error {
+func (r *Relay) stream(ctx, parent context.Context, kc clients) error {
 	conn, err := pgconn.ConnectConfig(ctx, r.replicationConfig())
 	if err != nil {
 		return fmt.Errorf("opening the replication connection: %w", err)
@@ -120,13 +121,23 @@ func (r *Relay) stream(ctx, parent context.Context, cl, solo *kgo.Client) error 
 	// Produces outlive ctx so that a stopping relay drains; they are
 	// cancelled only once the drain is over.
 	pctx, cancelProduce := drain.Context(ctx, 0)
-	pub := r.startPublisher(pctx, cl, solo)
+	pub := r.startPublisher(pctx, kc.produce, kc.solo)
 	defer pub.wait()
 	defer cancelProduce()
 
-	start, err := r.startReplication(ctx, conn, pub)
+	start, err := r.startReplication(ctx, conn, pub, kc.tail)
 	if err != nil {
 		return err
+	}
+	// Only now that this session owns the slot: a previous leader's
+	// records have all landed.
+	skip, err := r.published(ctx, kc.tail, func(lsn pglogrepl.LSN) bool { return lsn >= start })
+	if err != nil {
+		return fmt.Errorf("relay resume: %w", err)
+	}
+	if len(skip.rows) > 0 {
+		r.logger.InfoContext(ctx, "relay resuming: rows since the slot's position are on the events topic already and will be skipped",
+			"rows", len(skip.rows), "up_to_lsn", skip.top.String())
 	}
 	var wg sync.WaitGroup
 	pruneCtx, stopPrune := context.WithCancel(ctx)
@@ -135,7 +146,7 @@ func (r *Relay) stream(ctx, parent context.Context, cl, solo *kgo.Client) error 
 	wg.Go(func() { r.prune(pruneCtx) })
 
 	s := &session{r: r, conn: conn, pub: pub, cancelProduce: cancelProduce,
-		tr: &tracker{confirmed: start}, sent: start,
+		tr: &tracker{confirmed: start}, sent: start, skip: skip,
 		relations: map[uint32]*pglogrepl.RelationMessage{}, types: pgtype.NewMap(),
 		nextStatus: time.Now().Add(r.cfg.StatusInterval)}
 	err = s.receiveLoop(ctx)
@@ -148,8 +159,8 @@ func (r *Relay) stream(ctx, parent context.Context, cl, solo *kgo.Client) error 
 
 // startReplication makes sure the slot exists (back-filled) and starts
 // streaming from its confirmed position, which it returns.
-func (r *Relay) startReplication(ctx context.Context, conn *pgconn.PgConn, pub *publisher) (pglogrepl.LSN, error) {
-	if err := r.ensureSlot(ctx, conn, pub); err != nil {
+func (r *Relay) startReplication(ctx context.Context, conn *pgconn.PgConn, pub *publisher, tail *kgo.Client) (pglogrepl.LSN, error) {
+	if err := r.ensureSlot(ctx, conn, pub, tail); err != nil {
 		return 0, err
 	}
 	lag, err := r.st.ReplicationSlotLag(ctx, r.cfg.Slot)
@@ -186,6 +197,9 @@ type session struct {
 	types      *pgtype.Map
 	cur        *txn
 	nextStatus time.Time
+	// skip holds the rows on the events topic already, until the stream
+	// passes the last of them.
+	skip *publishedSet
 }
 
 // receiveLoop applies the stream's messages until ctx ends (it returns
@@ -256,8 +270,7 @@ func (s *session) copyData(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("replication data: %w", err)
 		}
-		s.cur, err = s.r.handle(s.pub, s.tr, s.cur, s.relations, s.types, xld.WALData)
-		return err
+		return s.handle(xld.WALData)
 	}
 	return nil
 }
@@ -292,52 +305,61 @@ func (s *session) drain(ctx context.Context) {
 	s.r.logger.InfoContext(dctx, "relay stopped streaming", "confirmed_lsn", s.sent.String())
 }
 
-// handle applies one pgoutput message and returns the open transaction.
-func (r *Relay) handle(pub *publisher, tr *tracker, cur *txn,
-	relations map[uint32]*pglogrepl.RelationMessage, types *pgtype.Map, data []byte) (*txn, error) {
+// handle applies one pgoutput message.
+func (s *session) handle(data []byte) error {
 	lm, err := pglogrepl.Parse(data)
 	if err != nil {
-		return cur, fmt.Errorf("decoding pgoutput message: %w", err)
+		return fmt.Errorf("decoding pgoutput message: %w", err)
 	}
 	switch m := lm.(type) {
 	case *pglogrepl.RelationMessage:
-		relations[m.RelationID] = m
+		s.relations[m.RelationID] = m
 	case *pglogrepl.BeginMessage:
-		return tr.begin(), nil
+		if s.skip != nil && m.FinalLSN > s.skip.top {
+			s.skip = nil // past everything a previous leader published
+		}
+		s.cur = s.tr.begin(origin{lsn: m.FinalLSN, committed: m.CommitTime})
 	case *pglogrepl.CommitMessage:
-		if cur == nil {
-			return nil, errors.New("pgoutput commit without begin")
+		if s.cur == nil {
+			return errors.New("pgoutput commit without begin")
 		}
-		tr.commit(cur, m.TransactionEndLSN)
-		return nil, nil
+		s.tr.commit(s.cur, m.TransactionEndLSN)
+		s.cur = nil
 	case *pglogrepl.InsertMessage:
-		rel, ok := relations[m.RelationID]
-		if !ok {
-			return cur, fmt.Errorf("pgoutput insert for unknown relation %d", m.RelationID)
-		}
-		if rel.Namespace != "webhooks" || rel.RelationName != "outbox" {
-			return cur, nil // not ours: the publication was widened by hand
-		}
-		if cur == nil {
-			return nil, errors.New("pgoutput insert outside a transaction")
-		}
-		row, err := decodeInsert(rel, m, types)
-		if err != nil {
-			return cur, err
-		}
-		x := cur
-		tr.add(x)
-		if err := pub.publish(row, r.m.published, func(err error) { tr.done(x, err) }); err != nil {
-			return cur, err
-		}
+		return s.insert(m)
 	}
-	return cur, nil
+	return nil
+}
+
+// insert publishes an outbox insert, unless it is on the topic already.
+func (s *session) insert(m *pglogrepl.InsertMessage) error {
+	rel, ok := s.relations[m.RelationID]
+	if !ok {
+		return fmt.Errorf("pgoutput insert for unknown relation %d", m.RelationID)
+	}
+	if rel.Namespace != "webhooks" || rel.RelationName != "outbox" {
+		return nil // not ours: the publication was widened by hand
+	}
+	if s.cur == nil {
+		return errors.New("pgoutput insert outside a transaction")
+	}
+	row, err := decodeInsert(rel, m, s.types)
+	if err != nil {
+		return err
+	}
+	x := s.cur
+	if s.skip.has(rowKey{lsn: x.origin.lsn, id: row.ID}) {
+		s.r.m.skipped.Inc()
+		return nil
+	}
+	s.tr.add(x)
+	return s.pub.publish(row, x.origin, s.r.m.published, func(err error) { s.tr.done(x, err) })
 }
 
 // ensureSlot makes sure the slot exists and has been back-filled: a new
 // slot first publishes the outbox rows committed before it existed, read
 // from the snapshot the slot exports.
-func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn, pub *publisher) error {
+func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn, pub *publisher, tail *kgo.Client) error {
 	st, err := r.st.ReplicationSlot(ctx, r.cfg.Slot)
 	if err != nil {
 		return err
@@ -364,6 +386,12 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn, pub *publis
 			return err
 		}
 	}
+	// What an interrupted back-fill (or the slot's previous life)
+	// published already.
+	skip, err := r.published(ctx, tail, func(lsn pglogrepl.LSN) bool { return lsn == 0 })
+	if err != nil {
+		return fmt.Errorf("back-filling slot %s: %w", r.cfg.Slot, err)
+	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, r.cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
 	if err != nil {
@@ -371,12 +399,16 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn, pub *publis
 	}
 	r.logger.InfoContext(ctx, "relay created its replication slot; back-filling committed outbox rows", "consistent_point", res.ConsistentPoint)
 	tr := &tracker{}
-	x := tr.begin()
+	x := tr.begin(origin{})
 	var n int64
 	err = r.st.OutboxSnapshot(ctx, res.SnapshotName, func(row store.OutboxRow) error {
 		n++
+		if skip.has(rowKey{id: row.ID}) {
+			r.m.skipped.Inc()
+			return nil
+		}
 		tr.add(x)
-		if err := pub.publish(row, r.m.backfilled, func(err error) { tr.done(x, err) }); err != nil {
+		if err := pub.publish(row, origin{}, r.m.backfilled, func(err error) { tr.done(x, err) }); err != nil {
 			return err
 		}
 		return tr.failed()
