@@ -16,6 +16,7 @@ type metrics struct {
 	records      *prometheus.CounterVec
 	writeErrors  *prometheus.CounterVec
 	commitErrors prometheus.Counter
+	kafkaUp      prometheus.Gauge
 	attempts     *prometheus.CounterVec
 	dlq          *prometheus.CounterVec
 }
@@ -54,7 +55,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"kind"}),
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookd_attempt_log_commit_errors_total",
-			Help: "Kafka offset commits that failed after a successful write (the records are read again, as no-ops).",
+			Help: "Kafka offset commits that failed after a successful write (retried at the next batch or autocommit; records read again are no-ops).",
+		}),
+		kafkaUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_attempt_log_kafka_up",
+			Help: "0 while the writer sees Kafka fail (fetch, group or offset-commit errors) and waits it out; 1 again from its first successful poll or commit.",
 		}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookd_attempts_total",
@@ -66,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.batches, m.batchSize, m.writeSeconds, m.lag, m.postgresUp,
-		m.records, m.writeErrors, m.commitErrors, m.attempts, m.dlq} {
+		m.records, m.writeErrors, m.commitErrors, m.kafkaUp, m.attempts, m.dlq} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering attempt log metrics: %w", err)
 		}

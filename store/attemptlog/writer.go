@@ -9,8 +9,15 @@
 // committed, so a crash or a Postgres outage loses nothing: unwritten records
 // stay in Kafka and are read again. While Postgres is down the writer stops
 // polling (memory stays bounded by one fetch) and retries the same batch with
-// backoff; dispatchers keep producing to Kafka unaffected. Writes are
-// idempotent, so records read twice change nothing. A record whose account
+// backoff; dispatchers keep producing to Kafka unaffected. While Kafka
+// fails (the broker unreachable, fetch errors, failed offset commits) the
+// writer waits it out: kgo retries and rejoins the group, the offsets of
+// written records stay marked until a commit (the next batch's, or the
+// autocommit every second) succeeds, and the outage is logged once, a WARN
+// when it starts and an INFO when it ends. Writes are idempotent, so
+// records read twice change nothing. A delivery's pending row and its
+// attempts read in the same batch are written in one transaction, the row
+// inserted once in its final state. A record whose account
 // (hookd-account) is not the account of the endpoint id it names, or of the
 // delivery row with its id, is logged under its own account with one WARN,
 // and never moves another account's state: no endpoint health, no delivery
@@ -33,7 +40,9 @@ import (
 	"github.com/hookd/hookd/internal/clock"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
@@ -205,11 +214,21 @@ func (w *Writer) Run(ctx context.Context) error {
 	// them, and bounds what sits in memory while Postgres is down (kgo
 	// buffers one fetch per broker and fetches no more until it is polled).
 	// KafkaOpts may override it.
-	opts := append([]kgo.Opt{kgo.FetchMaxBytes(8 << 20)}, w.deps.KafkaOpts...)
+	// Offsets are marked once their records are written, committed at once,
+	// and, if that commit fails, again by kgo's autocommit every second (and
+	// at a revoke) until one succeeds: a failed commit of the last batch
+	// does not wait for a next batch.
+	opts := append([]kgo.Opt{kgo.FetchMaxBytes(8 << 20), kgo.AutoCommitInterval(time.Second)}, w.deps.KafkaOpts...)
+	kh := newKafkaHealth(w.deps.Logger, w.deps.Clock, w.m.kafkaUp)
 	opts = append(opts,
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topic, w.cfg.DeliveriesTopic),
-		kgo.DisableAutoCommit(),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitCallback(func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil || len(req.Topics) > 0 { // an empty request was not sent: it says nothing of the broker
+				w.committed(ctx, kh, commitError(resp, err))
+			}
+		}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -227,14 +246,21 @@ func (w *Writer) Run(ctx context.Context) error {
 			// writer of the group reads them again.
 			return nil
 		}
+		// kgo retries these itself (and rejoins the group) for as long as it
+		// takes: the writer waits, with one WARN per outage.
+		var fetchErr bool
 		fetches.EachError(func(topic string, partition int32, err error) {
-			w.deps.Logger.WarnContext(ctx, "fetching attempt records", "topic", topic, "partition", partition, "error", err)
+			fetchErr = true
+			kh.failed(ctx, fmt.Sprintf("fetching %s/%d", topic, partition), err)
 		})
 		recs := fetches.Records()
 		if len(recs) == 0 {
 			continue
 		}
-		if err := w.handle(ctx, cl, ann, recs); err != nil {
+		if !fetchErr {
+			kh.ok(ctx)
+		}
+		if err := w.handle(ctx, cl, kh, ann, recs); err != nil {
 			w.deps.Logger.WarnContext(ctx, "attempt log writer stopping with a batch unwritten; it stays in Kafka and will be read again",
 				"records", len(recs), "error", err)
 			return nil
@@ -244,7 +270,7 @@ func (w *Writer) Run(ctx context.Context) error {
 
 // handle writes one polled batch and commits its offsets. It returns an
 // error only when the drain deadline passed with the batch unwritten.
-func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *maintenance.Announcer, recs []*kgo.Record) error {
+func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, ann *maintenance.Announcer, recs []*kgo.Record) error {
 	wctx, cancel := drainContext(ctx, w.cfg.DrainTimeout)
 	defer cancel()
 
@@ -292,13 +318,39 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, ann *maintenance.An
 		// Postgres and the health monitor produces them later.
 		_ = ann.Disabled(wctx, res.Disabled)
 	}
-	if err := cl.CommitRecords(wctx, recs...); err != nil {
-		// Harmless beyond duplicates: the next commit covers these offsets,
-		// and records read again are no-ops.
-		w.m.commitErrors.Inc()
-		w.deps.Logger.WarnContext(ctx, "committing attempt-log offsets", "error", err)
+	cl.MarkCommitRecords(recs...)
+	w.committed(ctx, kh, cl.CommitMarkedOffsets(wctx))
+	return nil
+}
+
+// commitError is err, or else the first partition error of resp.
+func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil || resp == nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, err)
+			}
+		}
 	}
 	return nil
+}
+
+// committed accounts for one offset commit, the writer's own or an
+// autocommit. A failure is harmless beyond duplicates: the offsets stay
+// marked, the next commit (at the latest the autocommit a second later)
+// covers them, and records read again meanwhile are no-ops.
+func (w *Writer) committed(ctx context.Context, kh *kafkaHealth, err error) {
+	switch {
+	case err == nil:
+		kh.ok(ctx)
+	case errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed):
+	default:
+		w.m.commitErrors.Inc()
+		kh.failed(ctx, "committing offsets", err)
+	}
 }
 
 // writePending inserts the pending delivery rows of a batch on their own
