@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/deadletter"
@@ -52,8 +53,15 @@ func (d *Dispatcher) attempt(it *item) result {
 		return res
 	}
 	res.destination = t.URL // a request is made: the evidence names where it went
+	first := dl.Attempt == 1 && it.rec.Topic == d.names.Deliveries
+	if first {
+		observeSince(d.m.stageWait, it.rec.Timestamp, start)
+	}
 	resp := d.sender.send(d.workCtx, t, dl, d.timeout(t))
 	res.duration = time.Since(start)
+	if first {
+		d.m.stageHTTP.Observe(res.duration.Seconds())
+	}
 	res.status, res.excerpt, res.err = resp.status, resp.excerpt, resp.err
 	var ra time.Duration
 	if resp.retryAfter != "" {
@@ -71,6 +79,15 @@ func (d *Dispatcher) attempt(it *item) result {
 		res.aborted = true
 	}
 	return res
+}
+
+// observeSince observes from to now into o, clamping clock skew between
+// the machines (the record's timestamp is its producer's clock) to 0.
+func observeSince(o prometheus.Observer, from, now time.Time) {
+	if from.IsZero() {
+		return
+	}
+	o.Observe(max(now.Sub(from), 0).Seconds())
 }
 
 // timeout is t's own timeout when shorter than the operator's Timeout,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/internal/stage"
 )
 
 // metrics of the dispatcher. None has an endpoint label: cardinality stays
@@ -28,6 +30,9 @@ type metrics struct {
 	produceErrors      prometheus.Counter
 	malformed          prometheus.Counter
 	commits            *prometheus.CounterVec // result
+	// stageWait and stageHTTP are the dispatcher's series of the stage
+	// histogram shared by the roles of the process (internal/stage).
+	stageWait, stageHTTP prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -75,6 +80,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "commits_total",
 			Help: "Offset commits, by result."}, []string{"result"}),
 	}
+	h, err := stage.Histogram(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the stage histogram: %w", err)
+	}
+	m.stageWait, m.stageHTTP = h.WithLabelValues(stage.DispatchWait), h.WithLabelValues(stage.HTTP)
 	if reg == nil {
 		return m, nil
 	}
