@@ -60,8 +60,8 @@ func readMerged(ctx context.Context, opts []kgo.Opt, topic string, ranges map[in
 type merger struct {
 	// parts are the partitions read.
 	parts []int32
-	// to is, per partition still being read, its end offset.
-	to map[int32]int64
+	// to is, per partition still being read, what is left of its range.
+	to map[int32]Range
 	// bufs holds each partition's records read and not handed over yet;
 	// a partition without any has no key.
 	bufs map[int32][]*kgo.Record
@@ -69,14 +69,10 @@ type merger struct {
 
 // add buffers a polled record of the ranges; false for one outside them.
 func (m *merger) add(r *kgo.Record) bool {
-	end, ok := m.to[r.Partition]
-	if !ok || r.Offset >= end {
+	if ok, _ := take(m.to, r); !ok {
 		return false
 	}
 	m.bufs[r.Partition] = append(m.bufs[r.Partition], r)
-	if r.Offset+1 >= end {
-		delete(m.to, r.Partition)
-	}
 	return true
 }
 

@@ -34,13 +34,11 @@ func readRanges(ctx context.Context, opts []kgo.Opt, topic string, ranges map[in
 		batch = batch[:0]
 		var finished []int32
 		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := to[r.Partition]
-			if !ok || r.Offset >= end {
-				return
+			ok, last := take(to, r)
+			if ok {
+				batch = append(batch, r)
 			}
-			batch = append(batch, r)
-			if r.Offset+1 >= end {
-				delete(to, r.Partition)
+			if last {
 				finished = append(finished, r.Partition)
 			}
 		})
@@ -66,15 +64,15 @@ func readRanges(ctx context.Context, opts []kgo.Opt, topic string, ranges map[in
 }
 
 // rangeClient makes a client consuming the non-empty ranges, and returns
-// with it the end offset of each; no client (and a nil error) when there
-// is nothing to read.
-func rangeClient(opts []kgo.Opt, topic string, ranges map[int32]Range) (*kgo.Client, map[int32]int64, error) {
+// with it what is left to read of each (take); no client (and a nil error)
+// when there is nothing to read.
+func rangeClient(opts []kgo.Opt, topic string, ranges map[int32]Range) (*kgo.Client, map[int32]Range, error) {
 	start := map[int32]kgo.Offset{}
-	to := map[int32]int64{}
+	to := map[int32]Range{}
 	for p, r := range ranges {
 		if r.From < r.To {
 			start[p] = kgo.NewOffset().At(r.From)
-			to[p] = r.To
+			to[p] = r
 		}
 	}
 	if len(start) == 0 {
@@ -93,6 +91,25 @@ func rangeClient(opts []kgo.Opt, topic string, ranges map[int32]Range) (*kgo.Cli
 	return cl, to, nil
 }
 
+// take reports whether r is the next record to read of its partition's
+// range in left, and moves the range past it; last when that ends the
+// range (which is then removed). A record below the range's position is
+// not taken: after OFFSET_OUT_OF_RANGE kgo resets a partition to its log
+// start, and fetches again records that were read (and handled) already.
+func take(left map[int32]Range, r *kgo.Record) (ok, last bool) {
+	rg, reading := left[r.Partition]
+	if !reading || r.Offset < rg.From || r.Offset >= rg.To {
+		return false, false
+	}
+	rg.From = r.Offset + 1
+	if rg.From >= rg.To {
+		delete(left, r.Partition)
+		return true, true
+	}
+	left[r.Partition] = rg
+	return true, false
+}
+
 // poll polls once, for at most idlePoll, and returns the first fetch
 // error other than the poll's own timeout.
 func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
@@ -105,20 +122,20 @@ func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
 	var fetchErr error
 	fs.EachError(func(t string, p int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
-			fetchErr = fmt.Errorf("reading %s partition %d: %w", t, p, err)
+			fetchErr = fmt.Errorf("reading %s partition %d: %w", t, p, kafkaErr(err))
 		}
 	})
 	return fs, fetchErr
 }
 
 // dropTruncated forgets the ranges whose records all fell out of retention.
-func dropTruncated(ctx context.Context, cl *kgo.Client, topic string, to map[int32]int64) error {
+func dropTruncated(ctx context.Context, cl *kgo.Client, topic string, to map[int32]Range) error {
 	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("listing start offsets of %s: %w", topic, err)
+		return fmt.Errorf("listing start offsets of %s: %w", topic, kafkaErr(err))
 	}
 	starts.Each(func(o kadm.ListedOffset) {
-		if end, ok := to[o.Partition]; ok && o.Err == nil && o.Offset >= end {
+		if rg, ok := to[o.Partition]; ok && o.Err == nil && o.Offset >= rg.To {
 			delete(to, o.Partition)
 		}
 	})
