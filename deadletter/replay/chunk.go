@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -23,10 +24,11 @@ type chunk struct {
 	pending []*kgo.Record
 	// next is, per DLQ partition, the offset after the last record handled.
 	next map[int32]int64
-	// scanned, matched and skipped count the dead letters handled; before
-	// those found produced by an interrupted run.
-	scanned, matched, skipped, before int64
-	skips                             map[string]int64
+	// scanned, matched and skipped count the dead letters handled,
+	// unreplay the skipped ones that are not deliveries; before those found
+	// produced by an interrupted run.
+	scanned, matched, skipped, unreplay, before int64
+	skips                                       map[string]int64
 }
 
 // newChunk sizes the run's chunks: 1000 records, fewer at a low rate so
@@ -73,9 +75,17 @@ func (c *chunk) produce(ctx context.Context) error {
 	if len(c.pending) == 0 {
 		return nil
 	}
-	if err := c.cl.ProduceSync(ctx, c.pending...).FirstErr(); err != nil {
-		return fmt.Errorf("producing replayed deliveries: %w", err)
+	// kgo retries a produce until the broker acknowledges it: one that
+	// takes long is an outage, reported as one.
+	stalled := time.AfterFunc(produceStall, func() {
+		c.r.outage.begin(ctx, fmt.Errorf("producing replayed deliveries: not acknowledged within %s", produceStall))
+	})
+	err := c.cl.ProduceSync(ctx, c.pending...).FirstErr()
+	stalled.Stop()
+	if err != nil {
+		return fmt.Errorf("producing replayed deliveries: %w", kafkaErr(err))
 	}
+	c.r.outage.end(ctx)
 	if c.r.req.afterProduce != nil {
 		return c.r.req.afterProduce()
 	}
@@ -103,7 +113,8 @@ func (c *chunk) apply() {
 	r.row.Matched += c.matched
 	r.row.Skipped += c.skipped
 	r.row.Replayed += c.before
-	c.scanned, c.matched, c.skipped, c.before = 0, 0, 0, 0
+	r.unreplay += c.unreplay
+	c.scanned, c.matched, c.skipped, c.unreplay, c.before = 0, 0, 0, 0, 0
 	for reason, n := range c.skips {
 		if r.prog.Skips == nil {
 			r.prog.Skips = map[string]int64{}

@@ -43,7 +43,7 @@ func (r *runner) markedRanges(ctx context.Context, adm *kadm.Client) (map[int32]
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("listing end offsets of %s: %w", topic, kafkaErr(err))
 	}
 	if r.prog.Markers == nil {
 		r.prog.Markers = map[int32]int64{}

@@ -15,11 +15,17 @@
 // is in state delivered in webhooks.deliveries, for example after an
 // earlier replay or resend: requests skip it as already_delivered unless
 // they include resolved dead letters (looked up once per fetched batch).
+// A run waits out a Kafka outage (an unreachable broker, retriable errors)
+// with backoff and one WARN line, then carries on from its saved progress;
+// only a permanent Kafka error (kafkaconn.Permanent) or its context ending
+// stops it. Reads never hand over a record twice, even when kgo resets a
+// partition to its start after OFFSET_OUT_OF_RANGE.
 //
 // Files by job: request.go (the request, its validation and derived id),
 // scan.go and read.go (DLQ ranges and reading them; merge.go for time
 // order, ahead.go for reading one batch ahead), run.go and chunk.go (a real
-// run), recover.go (what an interrupted run produced), dryrun.go, skip.go
+// run), recover.go (what an interrupted run produced), outage.go (waiting
+// out Kafka), dryrun.go, skip.go
 // (why a dead letter is not replayed), pacer.go (--rate).
 //
 // It never sends HTTP (the dispatcher does, through the normal path),

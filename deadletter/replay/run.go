@@ -87,7 +87,8 @@ func (p *Prepared) Run(ctx context.Context) (Result, error) {
 	// The stored filter wins: "24h" means 24h before the first run.
 	req := p.req
 	req.Filter, req.Limit, req.IncludeResolved = p.stored.Filter, p.stored.Limit, p.stored.IncludeResolved
-	r := &runner{deps: p.deps, req: req, row: row, skippedEPs: map[string]string{}, eps: map[string]epState{}}
+	r := &runner{deps: p.deps, req: req, row: row, skippedEPs: map[string]string{}, eps: map[string]epState{},
+		outage: &outage{log: p.deps.Logger, id: id}}
 	return r.run(ctx)
 }
 
@@ -126,12 +127,15 @@ type runner struct {
 	// resolved says which dead letters of the batch being handled are
 	// resolved.
 	resolved map[store.DeliveryKey]bool
+	// outage reports a Kafka outage the run waits out.
+	outage *outage
 }
 
 // run carries the request out in named steps: load the saved progress,
-// connect, plan the DLQ ranges (on the first run), recover what an
-// interrupted run produced, replay the remaining ranges, and record how
-// the run ended.
+// connect, then (attempt) plan the DLQ ranges (on the first run), recover
+// what an interrupted run produced and replay the remaining ranges, and
+// record how the run ended. A Kafka outage does not end the run: the
+// attempt starts again from the saved progress once Kafka answers.
 func (r *runner) run(ctx context.Context) (Result, error) {
 	if err := r.loadProgress(); err != nil {
 		return Result{}, err
@@ -142,16 +146,24 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	return r.finish(ctx, r.retrying(ctx, func() error { return r.attempt(ctx, cl, adm) }))
+}
+
+// attempt replays from the saved progress: what an earlier attempt or run
+// produced without saving is read back first (recover), so an attempt
+// cut short by an outage is simply made again.
+func (r *runner) attempt(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
 	if err := r.planRanges(ctx, adm); err != nil {
-		return r.finish(ctx, err)
+		return err
 	}
 	if err := r.recover(ctx, adm); err != nil {
-		return r.finish(ctx, err)
+		return err
 	}
+	r.outage.end(ctx)
 	if err := r.save(ctx, ""); err != nil {
-		return r.finish(ctx, err)
+		return err
 	}
-	return r.finish(ctx, r.replayRanges(ctx, cl))
+	return r.replayRanges(ctx, cl)
 }
 
 // loadProgress reads the progress an earlier run of the request saved.
@@ -190,6 +202,7 @@ func (r *runner) planRanges(ctx context.Context, adm *kadm.Client) error {
 			r.prog.Next[p] = rg.From
 		}
 	}
+	r.total = 0
 	for _, rg := range r.prog.Ranges {
 		r.total += rg.To - rg.From
 	}
@@ -267,6 +280,9 @@ func (r *runner) handle(ctx context.Context, c *chunk, pace *pacer, rec *kgo.Rec
 	default:
 		c.skipped++
 		c.skips[reason]++
+		if reason == SkipUnreplayable {
+			c.unreplay++
+		}
 		return nil
 	}
 	if err := pace.wait(ctx); err != nil {
@@ -279,7 +295,6 @@ func (r *runner) handle(ctx context.Context, c *chunk, pace *pacer, rec *kgo.Rec
 // "replayed before", or "skip: <why>" with the skip reason.
 func (r *runner) action(ctx context.Context, e *Entry) (action, reason string, err error) {
 	if e.Unreplayable != "" {
-		r.unreplay++
 		return "skip: " + e.Unreplayable, SkipUnreplayable, nil
 	}
 	pos := strconv.Itoa(int(e.Partition)) + "/" + strconv.FormatInt(e.Offset, 10)

@@ -103,15 +103,18 @@ func partitionOf(key string, n int) int32 {
 // to the end offset, or to the first record past f.Until plus a slack.
 func bounds(ctx context.Context, adm *kadm.Client, topic string, f Filter) (map[int32]Range, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+	if err == nil {
+		err = ends.Error()
 	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets of %s: %w", topic, kafkaErr(err))
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("listing start offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("listing start offsets of %s: %w", topic, kafkaErr(err))
 	}
 	out := map[int32]Range{}
 	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = Range{To: o.Offset} })
@@ -131,7 +134,7 @@ func bounds(ctx context.Context, adm *kadm.Client, topic string, f Filter) (map[
 	if !f.Since.IsZero() {
 		after, err := adm.ListOffsetsAfterMilli(ctx, f.Since.UnixMilli(), topic)
 		if err != nil {
-			return nil, fmt.Errorf("listing offsets of %s after %s: %w", topic, f.Since.Format(time.RFC3339), err)
+			return nil, fmt.Errorf("listing offsets of %s after %s: %w", topic, f.Since.Format(time.RFC3339), kafkaErr(err))
 		}
 		after.Each(func(o kadm.ListedOffset) {
 			if r, ok := out[o.Partition]; ok && o.Err == nil && o.Offset >= 0 {
@@ -143,7 +146,7 @@ func bounds(ctx context.Context, adm *kadm.Client, topic string, f Filter) (map[
 	if !f.Until.IsZero() {
 		after, err := adm.ListOffsetsAfterMilli(ctx, f.Until.Add(untilSlack).UnixMilli(), topic)
 		if err != nil {
-			return nil, fmt.Errorf("listing offsets of %s after %s: %w", topic, f.Until.Format(time.RFC3339), err)
+			return nil, fmt.Errorf("listing offsets of %s after %s: %w", topic, f.Until.Format(time.RFC3339), kafkaErr(err))
 		}
 		after.Each(func(o kadm.ListedOffset) {
 			if r, ok := out[o.Partition]; ok && o.Err == nil && o.Offset >= 0 {
