@@ -129,9 +129,12 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 		"Content-Type":      contentTypeJSON,
 		"User-Agent":        s.userAgent,
 	}
-	resp, err := s.client.Do(req)
+	// The transport itself, not the client: redirects are never followed,
+	// so the client's redirect bookkeeping (a copy of every request's
+	// headers) is work for nothing. Errors are wrapped as the client does.
+	resp, err := s.client.Transport.RoundTrip(req)
 	if err != nil {
-		return response{err: err}
+		return response{err: &url.Error{Op: "Post", URL: p.url.Redacted(), Err: err}}
 	}
 	defer resp.Body.Close()
 	out := response{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}

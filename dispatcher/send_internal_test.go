@@ -1,0 +1,49 @@
+package dispatcher
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The prepared state of an endpoint is reused while its URL and secrets
+// stay, prepared again when either changes (an endpoint update applies
+// at the next request), and forgotten after two rotations unused.
+func TestPreparedCache(t *testing.T) {
+	t.Parallel()
+	const secretA, secretB = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+	var c preparedCache
+	tg := Target{ID: "ep_1", URL: "http://127.0.0.1:1/a", Secrets: []string{secretA}}
+	p := c.get(tg)
+	require.NoError(t, p.err)
+	require.Equal(t, "/a", p.url.Path)
+	require.Same(t, p, c.get(tg), "reused")
+
+	tg.URL = "http://127.0.0.1:1/b"
+	p2 := c.get(tg)
+	require.NotSame(t, p, p2)
+	require.Equal(t, "/b", p2.url.Path, "a new URL applies")
+
+	tg.Secrets = []string{secretB, secretA}
+	p3 := c.get(tg)
+	require.NotSame(t, p2, p3, "new secrets apply")
+	require.NotEqual(t, p2.signer.Sign("evt", "1", nil), p3.signer.Sign("evt", "1", nil))
+
+	bad := c.get(Target{ID: "ep_2", URL: "ftp://x/", Secrets: []string{secretA}})
+	require.True(t, errors.Is(bad.err, ErrInvalidURL))
+	bad = c.get(Target{ID: "ep_3", URL: "http://x/", Secrets: []string{"whsec_!!"}})
+	require.True(t, errors.Is(bad.err, ErrInvalidSecret))
+	bad = c.get(Target{ID: "ep_4", URL: "http://x/"})
+	require.True(t, errors.Is(bad.err, ErrInvalidSecret), "no secret")
+
+	// Two rotations without a request to ep_2..4 forget them; ep_1, used
+	// in between, stays.
+	c.rotated = c.rotated.Add(-preparedRotate)
+	require.Same(t, p3, c.get(tg))
+	c.rotated = c.rotated.Add(-preparedRotate - time.Second)
+	require.Same(t, p3, c.get(tg))
+	require.Len(t, c.cur, 1)
+	require.Len(t, c.old, 1)
+}
