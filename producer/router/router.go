@@ -31,8 +31,9 @@ import (
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/delivery"
-	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/kafkaconn"
+	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/producer/event"
 )
@@ -72,10 +73,13 @@ type Config struct {
 	// MaxPollRecords caps one batch. Defaults to 5000.
 	MaxPollRecords int
 	// RetryBackoff is the first pause before re-trying a failed write of a
-	// batch to Kafka or Postgres; it doubles up to 30s. Defaults to 250ms.
+	// batch to Kafka; it doubles up to 30s. It is also the first pause after
+	// a poll that brought only errors (doubling up to 5s) and the interval
+	// at which an owed offset commit is retried. Defaults to 250ms.
 	RetryBackoff time.Duration
-	// DrainTimeout bounds finishing the batch in hand at shutdown.
-	// Defaults to 30s.
+	// DrainTimeout bounds finishing the batch in hand once shutdown has
+	// started; before that the batch is retried for as long as Kafka is
+	// unavailable. Defaults to 30s.
 	DrainTimeout time.Duration
 }
 
@@ -139,6 +143,7 @@ type Router struct {
 	deps   Deps
 	logger *slog.Logger
 	m      metrics
+	stage  *prometheus.HistogramVec
 }
 
 type metrics struct {
@@ -178,6 +183,10 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	for _, res := range []string{"fanned_out", "no_match", "invalid"} {
 		r.m.events.WithLabelValues(res)
 	}
+	var err error
+	if r.stage, err = stage.Histogram(deps.Registerer); err != nil {
+		return nil, fmt.Errorf("router metrics: %w", err)
+	}
 	if deps.Registerer != nil {
 		for _, c := range []prometheus.Collector{r.m.events, r.m.invalid, r.m.deliveries, r.m.retries, r.m.batch} {
 			if err := deps.Registerer.Register(c); err != nil {
@@ -193,7 +202,12 @@ func (r *Router) Name() string { return "router" }
 
 // Run waits for the endpoint index, joins the consumer group and fans out
 // until ctx ends; then it finishes the batch in hand (within DrainTimeout),
-// commits, leaves the group and returns nil.
+// commits, leaves the group and returns nil. It waits out Kafka being
+// unreachable, however long: the batch in hand is retried until Kafka
+// acknowledges it, fetch and commit errors are retried, each kind with one
+// WARN per outage. Only a permanent error (kafkaconn.Permanent:
+// authentication, authorization, an unknown topic, a record Kafka can
+// never take) ends it early, with that error.
 func (r *Router) Run(ctx context.Context) error {
 	select {
 	case <-r.deps.Endpoints.Ready():
@@ -214,44 +228,24 @@ func (r *Router) Run(ctx context.Context) error {
 	defer cl.Close()
 	r.logger.InfoContext(ctx, "router consuming", "topic", r.cfg.Topics.Events, "group", r.cfg.Group)
 
-	b := &batch{}
+	l := r.newLoop(cl)
 	for {
-		fetches := cl.PollRecords(ctx, r.cfg.MaxPollRecords)
+		fetches := l.poll(ctx)
 		if fetches.IsClientClosed() {
 			return nil
 		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				r.logger.WarnContext(ctx, "router fetch failed", "topic", topic, "partition", p, "error", err.Error())
-			}
-		})
-		recs := fetches.Records()
-		if len(recs) > 0 {
-			// The batch in hand is finished even if ctx ends meanwhile.
-			drainCtx, cancel := drain.Context(ctx, r.cfg.DrainTimeout)
-			start := time.Now()
-			err := r.handle(drainCtx, ctx, cl, b, recs)
-			if err == nil {
-				err = cl.CommitUncommittedOffsets(drainCtx)
-				if err != nil {
-					// The records will be read again: duplicates, not loss.
-					r.logger.WarnContext(ctx, "router offset commit failed", "error", err.Error())
-					err = nil
-				}
-			}
-			cancel()
-			r.m.batch.Observe(time.Since(start).Seconds())
-			if err != nil {
-				cl.AllowRebalance()
-				if ctx.Err() != nil {
-					r.logger.WarnContext(ctx, "router stopped with a batch unwritten; it will be read again", "records", len(recs), "error", err.Error())
-					return nil
-				}
-				return err
-			}
+		err := l.fetchErrors(ctx, fetches)
+		if err == nil {
+			err = l.route(ctx, fetches.Records())
 		}
 		cl.AllowRebalance()
-		if ctx.Err() != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			r.logger.WarnContext(ctx, "router stopped with a batch unwritten; it will be read again", "records", len(fetches.Records()), "error", err.Error())
+			return nil
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
 			return nil
 		}
 	}
@@ -261,13 +255,17 @@ func (r *Router) Run(ctx context.Context) error {
 type batch struct {
 	out     []*kgo.Record
 	matches []*endpoint.Endpoint
+	// routed are the timestamps of the events fanned out, observed as
+	// stage.Route once their deliveries are acked.
+	routed []time.Time
 }
 
 // handle fans out recs and returns once every output record is acked. It
-// retries failed writes until they succeed or ctx
-// (the drain deadline) ends; stop ending only shortens the backoff waits.
-func (r *Router) handle(ctx, stop context.Context, cl *kgo.Client, b *batch, recs []*kgo.Record) error {
-	b.out = b.out[:0]
+// retries failed writes until they succeed, a permanent error, or ctx (the
+// work context: DrainTimeout after shutdown starts) ends.
+func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) error {
+	b := &l.b
+	b.out, b.routed = b.out[:0], b.routed[:0]
 	var fanned, noMatch, invalid, deliveries float64
 	for _, rec := range recs {
 		env, err := event.Parse(rec.Value, event.Origin{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp},
@@ -292,6 +290,7 @@ func (r *Router) handle(ctx, stop context.Context, cl *kgo.Client, b *batch, rec
 			continue
 		}
 		fanned++
+		b.routed = append(b.routed, rec.Timestamp)
 		for _, ep := range b.matches {
 			d := delivery.Delivery{
 				ID: delivery.ID(env.ID, ep.ID), EventID: env.ID, EventType: env.Type, EndpointID: ep.ID,
@@ -302,8 +301,11 @@ func (r *Router) handle(ctx, stop context.Context, cl *kgo.Client, b *batch, rec
 		}
 	}
 
-	if err := r.produceAll(ctx, stop, cl, b.out); err != nil {
+	if err := r.produceAll(ctx, l, b.out); err != nil {
 		return err
+	}
+	for _, ts := range b.routed {
+		stage.Since(r.stage, stage.Route, ts)
 	}
 	r.m.events.WithLabelValues("fanned_out").Add(fanned)
 	r.m.events.WithLabelValues("no_match").Add(noMatch)
@@ -350,58 +352,55 @@ func oversizeSummary(value []byte, limit int, detail string) deadletter.Summary 
 }
 
 // produceAll produces recs and waits for every ack, re-producing the
-// failed ones with backoff.
-func (r *Router) produceAll(ctx, stop context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+// failed ones with backoff until they are acked, one of them fails
+// permanently, or ctx ends. kgo itself retries a produce Kafka can take
+// later (no leader, timed out, broker unreachable) without a limit.
+func (r *Router) produceAll(ctx context.Context, l *loop, recs []*kgo.Record) error {
 	pending := recs
 	backoff := r.cfg.RetryBackoff
-	for attempt := 0; ; attempt++ {
-		var (
-			mu     sync.Mutex
-			failed []*kgo.Record
-			last   error
-			wg     sync.WaitGroup
-		)
-		wg.Add(len(pending))
-		for _, rec := range pending {
-			cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
-				if err != nil {
-					mu.Lock()
-					failed = append(failed, rec)
-					last = err
-					mu.Unlock()
-				}
-				wg.Done()
-			})
-		}
-		wg.Wait()
+	for {
+		failed, last := r.produceOnce(ctx, l.cl, pending)
 		if len(failed) == 0 {
+			l.produce.ok(ctx)
 			return nil
 		}
+		if kafkaconn.Permanent(last) {
+			return fmt.Errorf("producing to %s: %w", failed[0].Topic, last)
+		}
 		r.m.retries.WithLabelValues("kafka").Inc()
-		r.logger.WarnContext(ctx, "router produce failed; retrying", "records", len(failed), "error", last.Error(), "retry_in", backoff.String())
-		if err := sleep(ctx, stop, backoff); err != nil {
-			return fmt.Errorf("producing %d records: %w (last error: %v)", len(failed), err, last)
+		l.produce.fail(ctx, fmt.Errorf("%d records: %w", len(failed), last))
+		pause(ctx, backoff)
+		if ctx.Err() != nil {
+			return fmt.Errorf("producing %d records: %w (last error: %v)", len(failed), context.Cause(ctx), last)
 		}
 		backoff = min(2*backoff, 30*time.Second)
 		pending = failed
 	}
 }
 
-// sleep waits d, or returns early: with an error when ctx (the drain
-// deadline) ends, or when stop ends and at least one retry has been made
-// (a stopping router gives up retrying quickly; the batch is re-read).
-func sleep(ctx, stop context.Context, d time.Duration) error {
-	if stop.Err() != nil {
-		return fmt.Errorf("stopping: %w", context.Cause(stop))
+// produceOnce produces recs and returns the ones that failed, with the
+// last error (a permanent one if any failed permanently).
+func (r *Router) produceOnce(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) ([]*kgo.Record, error) {
+	var (
+		mu     sync.Mutex
+		failed []*kgo.Record
+		last   error
+		wg     sync.WaitGroup
+	)
+	wg.Add(len(recs))
+	for _, rec := range recs {
+		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, rec)
+				if last == nil || !kafkaconn.Permanent(last) {
+					last = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-stop.Done():
-		return fmt.Errorf("stopping: %w", context.Cause(stop))
-	}
+	wg.Wait()
+	return failed, last
 }
