@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/clock"
 )
@@ -99,7 +99,6 @@ type MonitorDeps struct {
 type Monitor struct {
 	cfg    MonitorConfig
 	deps   MonitorDeps
-	admin  *kadm.Client
 	logger *slog.Logger
 
 	mu    sync.Mutex
@@ -147,7 +146,7 @@ func NewMonitor(cfg MonitorConfig, deps MonitorDeps) (*Monitor, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.System{}
 	}
-	m := &Monitor{cfg: cfg, deps: deps, admin: kadm.NewClient(deps.Client), logger: deps.Logger}
+	m := &Monitor{cfg: cfg, deps: deps, logger: deps.Logger}
 	m.gauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_kafka_reachable",
 		Help: "1 while the Kafka brokers answer hookd's probes, 0 during an outage."})
 	m.gauge.Set(1)
@@ -190,11 +189,15 @@ func (m *Monitor) Err() error {
 	return &UnreachableError{Since: m.st.firstFail, For: m.deps.Clock.Now().Sub(m.st.firstFail), Err: m.st.lastErr}
 }
 
-// probe asks the brokers for the cluster's metadata within Timeout.
+// probe asks a broker for the cluster's metadata (no topics) within
+// Timeout. It sends a request every time: kadm's metadata calls may answer
+// from the client's cache.
 func (m *Monitor) probe(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
-	_, err := m.admin.BrokerMetadata(pctx)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	_, err := req.RequestWith(pctx, m.deps.Client)
 	switch {
 	case err == nil || ctx.Err() != nil:
 		return nil // stopping is not an outage

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +91,10 @@ type Config struct {
 	// defaults apply); the admin token, the endpoint limits and the
 	// private-network setting come from AdminToken and API.
 	Portal portal.Config
+	// KafkaProbe configures the Kafka outage monitor that feeds /readyz
+	// and the hookd_kafka_reachable metrics (its own defaults apply: a
+	// probe every second, unreachable after two failures in a row).
+	KafkaProbe kafkaconn.MonitorConfig
 }
 
 func (c *Config) setDefaults() {
@@ -164,8 +169,37 @@ type process struct {
 	srv     *api.Server
 	jsonAPI *api.V1
 	portal  *portal.Handler
-	kafka   *kgo.Client
+	kafka   *kafkaconn.Monitor
+	roles   rolesState
 	closers []func()
+}
+
+// rolesState is the roles' part of readiness: nil while they all run, why
+// not otherwise (not started yet, one stopped or failed, shutting down).
+type rolesState struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (s *rolesState) set(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+// fail records the first reason the roles stopped serving.
+func (s *rolesState) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *rolesState) check(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
 
 func (p *process) onClose(f func()) { p.closers = append(p.closers, f) }
@@ -226,9 +260,12 @@ func (p *process) startHTTP(context.Context) error {
 	return nil
 }
 
-// checks are the readiness checks: each dependency as it is now.
+// checks are the readiness checks: each dependency as it is now, and the
+// roles. Kafka's is the outage monitor's state, read at once.
 func (p *process) checks() map[string]api.Check {
+	p.roles.set(errors.New("starting"))
 	return map[string]api.Check{
+		"roles": p.roles.check,
 		"postgres": func(ctx context.Context) error {
 			if p.env.Store == nil {
 				return errors.New("not connected")
@@ -239,8 +276,7 @@ func (p *process) checks() map[string]api.Check {
 			if p.kafka == nil {
 				return errors.New("not connected")
 			}
-			_, err := kadm.NewClient(p.kafka).BrokerMetadata(ctx)
-			return err
+			return p.kafka.Err()
 		},
 	}
 }
@@ -296,7 +332,9 @@ func (p *process) connectKafka(ctx context.Context) error {
 	if err := kafkaconn.Check(ctx, cl, p.cfg.Kafka.Brokers, p.cfg.StartupTimeout); err != nil {
 		return err
 	}
-	p.kafka = cl
+	if err := p.monitorKafka(ctx, cl); err != nil {
+		return err
+	}
 	p.env.Registry.MustRegister(kafkaconn.NewGroupCollector(cl, kafkaconn.Groups, 5*time.Second))
 	provCtx, cancel := context.WithTimeout(ctx, p.cfg.StartupTimeout)
 	prov, err := topics.Provision(provCtx, kadm.NewClient(cl), p.cfg.Topics)
@@ -309,6 +347,24 @@ func (p *process) connectKafka(ctx context.Context) error {
 	}
 	p.logger.InfoContext(ctx, "topics ready", "created", len(prov.Created), "existing", len(prov.Existing), "partitions", p.cfg.Topics.Partitions)
 	p.recordInstallation(ctx)
+	return nil
+}
+
+// monitorKafka starts the process's one Kafka outage monitor on the admin
+// client; it runs until the process closes, through the roles' drain.
+func (p *process) monitorKafka(ctx context.Context, cl *kgo.Client) error {
+	m, err := kafkaconn.NewMonitor(p.cfg.KafkaProbe, kafkaconn.MonitorDeps{Client: cl, Logger: p.logger, Registerer: p.env.Registry})
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.Run(mctx) // returns nil when mctx ends
+	}()
+	p.onClose(func() { cancel(); <-done })
+	p.kafka = m
 	return nil
 }
 
@@ -348,6 +404,9 @@ func (p *process) serve(ctx context.Context, roles []Role) error {
 	roleCtx, stopRoles := context.WithCancel(ctx)
 	defer stopRoles()
 	rolesDone := make(chan error, 1)
+	p.roles.set(nil)
+	stopping := context.AfterFunc(ctx, func() { p.roles.fail(errors.New("shutting down")) })
+	defer stopping()
 	go func() { rolesDone <- p.runRoles(roleCtx, roles) }()
 
 	httpCtx, stopHTTP := drain.Context(ctx, 0)
@@ -382,9 +441,17 @@ func (p *process) runRoles(ctx context.Context, roles []Role) error {
 			err := r.Run(gctx)
 			switch {
 			case err != nil && !errors.Is(err, context.Canceled):
-				return fmt.Errorf("%s: %w", r.Name(), err)
+				err = fmt.Errorf("%s: %w", r.Name(), err)
 			case gctx.Err() == nil:
-				return fmt.Errorf("%s: %w", r.Name(), ErrRoleStopped)
+				err = fmt.Errorf("%s: %w", r.Name(), ErrRoleStopped)
+			default:
+				err = nil
+			}
+			if err != nil {
+				// Not ready from now on, while the other roles drain;
+				// the CLI prints err once the process has stopped.
+				p.roles.fail(err)
+				return err
 			}
 			p.logger.InfoContext(gctx, "role stopped", "role", r.Name())
 			return nil
