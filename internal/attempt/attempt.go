@@ -112,9 +112,12 @@ func (r *Record) KafkaRecord(topic string) (*kgo.Record, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encoding attempt record: %w", err)
+	v, ok := r.appendJSON(make([]byte, 0, 1024))
+	if !ok {
+		var err error
+		if v, err = json.Marshal(r); err != nil {
+			return nil, fmt.Errorf("encoding attempt record: %w", err)
+		}
 	}
 	return &kgo.Record{Topic: topic, Key: []byte(r.DeliveryID), Value: v}, nil
 }

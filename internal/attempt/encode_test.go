@@ -1,0 +1,90 @@
+package attempt
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func sampleRecord() Record {
+	return Record{
+		AttemptID: "att_0123456789abcdef01234567", DeliveryID: "dlv_1", EventID: "evt_1", EventType: "invoice.paid",
+		EndpointID: "ep_1", Account: "acct_1", EventCreated: time.Date(2024, 5, 1, 12, 0, 0, 123456789, time.UTC),
+		Attempt: 3, Tier: "webhooks.retry.2m", StartedAt: time.Date(2024, 5, 1, 12, 0, 1, 0, time.FixedZone("x", 3600)),
+		Duration: 5 * time.Millisecond, StatusCode: 503, Outcome: OutcomeRetry, ErrorClass: "http_5xx",
+		Error: "boom", ResponseExcerpt: "<html>oops & \"quotes\"\n\t\u2028é\xff\x00</html>", NextAction: NextRetry,
+		NextDueAt: time.Date(2024, 5, 1, 12, 2, 1, 0, time.Local), DLQ: &Position{Topic: "webhooks.dlq", Partition: 3, Offset: 99},
+		DeadReason: "retries_exhausted", ReplayID: "rpl_1", Destination: "https://example.com/hook?a=1&b=<2>",
+		BodySHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+	}
+}
+
+// appendJSON encodes exactly as encoding/json does, field by field, for
+// set and omitted fields, escapes, zones and every outcome.
+func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	full := sampleRecord()
+	cases := map[string]Record{"full": full, "empty": {}}
+	minimal := full
+	minimal.StatusCode, minimal.ErrorClass, minimal.Error, minimal.ResponseExcerpt = 0, "", "", ""
+	minimal.NextDueAt, minimal.DLQ, minimal.DeadReason, minimal.ReplayID, minimal.Destination, minimal.BodySHA256 = time.Time{}, nil, "", "", "", ""
+	cases["minimal"] = minimal
+	negative := full
+	negative.Duration, negative.Attempt, negative.DLQ = -time.Second, -1, &Position{Partition: -1, Offset: -2}
+	cases["negative"] = negative
+	for name, r := range cases {
+		want, err := json.Marshal(&r)
+		require.NoError(t, err)
+		got, ok := r.appendJSON(nil)
+		require.True(t, ok, name)
+		require.Equal(t, string(want), string(got), name)
+	}
+	// A year json refuses: no fast path, and KafkaRecord reports the error.
+	far := full
+	far.StartedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, ok := far.appendJSON(nil)
+	require.False(t, ok)
+	_, err := far.KafkaRecord("t")
+	require.Error(t, err)
+}
+
+func FuzzAppendJSON(f *testing.F) {
+	f.Add("evt_1", "<a&b>\"\\", int64(0), int64(5e6))
+	f.Add("é\u2028", "\x00\x1f\x7f\xff", int64(-62135596800), int64(-1))
+	f.Fuzz(func(t *testing.T, a, b string, sec, n int64) {
+		r := sampleRecord()
+		r.EventID, r.Error, r.ResponseExcerpt, r.Destination = a, b, a+b, b
+		r.StartedAt, r.Duration = time.Unix(sec, n), time.Duration(n)
+		want, err := json.Marshal(&r)
+		got, ok := r.appendJSON(nil)
+		if err != nil {
+			if ok {
+				t.Fatalf("json refuses (%v), appendJSON encoded %s", err, got)
+			}
+			return
+		}
+		if ok && string(got) != string(want) {
+			t.Fatalf("appendJSON\n%s\njson\n%s", got, want)
+		}
+	})
+}
+
+func BenchmarkKafkaRecord(b *testing.B) {
+	r := sampleRecord()
+	r.ResponseExcerpt, r.Error, r.Destination = "", "", "http://127.0.0.1:8081/e/ep_000001"
+	r.NextDueAt, r.StartedAt = r.NextDueAt.UTC(), time.Now()
+	b.Run("appendJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = r.appendJSON(make([]byte, 0, 1024))
+		}
+	})
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(&r)
+		}
+	})
+}
