@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,7 +71,7 @@ func (d *Dispatcher) attempt(it *item) result {
 	if res.verdict.ErrorClass == ClassSSRF {
 		d.refusals.warn(d.log, t, resp.err)
 	}
-	d.m.latency.WithLabelValues(string(res.verdict.Outcome)).Observe(res.duration.Seconds())
+	d.m.latencyBy.get(res.verdict.Outcome).Observe(res.duration.Seconds())
 	if res.err != nil && d.workCtx.Err() != nil {
 		// Aborted by shutdown, not the endpoint's doing: leave the record
 		// unfinished so it is attempted again after the restart.
@@ -258,7 +257,7 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 	} else if _, err := d.produce(ctx, kr); err != nil {
 		return d.produceFailed("attempt record", src, err)
 	}
-	d.m.attempts.WithLabelValues(string(p.outcome), strconv.Itoa(dl.Attempt)).Inc()
+	d.m.attemptsBy.get(attemptKey{p.outcome, dl.Attempt}).Inc()
 	return true
 }
 

@@ -3,9 +3,14 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/stage"
 )
 
@@ -33,6 +38,50 @@ type metrics struct {
 	// stageWait and stageHTTP are the dispatcher's series of the stage
 	// histogram shared by the roles of the process (internal/stage).
 	stageWait, stageHTTP prometheus.Observer
+	// attemptsBy and latencyBy cache the series of attempts and latency
+	// used on every attempt.
+	attemptsBy series[attemptKey, prometheus.Counter]
+	latencyBy  series[attempt.Outcome, prometheus.Observer]
+}
+
+// attemptKey names a series of attempts.
+type attemptKey struct {
+	outcome attempt.Outcome
+	attempt int
+}
+
+// series caches the children of a metric vector by a comparable key, so
+// that the hot path neither formats nor hashes label values nor takes the
+// vector's lock: a lookup reads an immutable map; a new key (a few dozen
+// in all: outcomes by attempt number) copies it.
+type series[K comparable, M any] struct {
+	m   atomic.Pointer[map[K]M]
+	mu  sync.Mutex
+	new func(K) M
+}
+
+func (s *series[K, M]) get(k K) M {
+	if m := s.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	next := map[K]M{}
+	if old != nil {
+		maps.Copy(next, *old)
+	}
+	v := s.new(k)
+	next[k] = v
+	s.m.Store(&next)
+	return v
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -80,6 +129,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "commits_total",
 			Help: "Offset commits, by result."}, []string{"result"}),
 	}
+	m.attemptsBy.new = func(k attemptKey) prometheus.Counter {
+		return m.attempts.WithLabelValues(string(k.outcome), strconv.Itoa(k.attempt))
+	}
+	m.latencyBy.new = func(o attempt.Outcome) prometheus.Observer { return m.latency.WithLabelValues(string(o)) }
 	h, err := stage.Histogram(reg)
 	if err != nil {
 		return nil, fmt.Errorf("registering the stage histogram: %w", err)
