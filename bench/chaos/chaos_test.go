@@ -163,7 +163,7 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	if dbURL == "" {
 		dbURL = pgtest.New(t).URL
 	}
-	dir := t.TempDir()
+	dir := logDir(t)
 	cl, err := chaos.NewCluster(chaos.ClusterConfig{Bin: bin, DatabaseURL: dbURL, Dir: dir,
 		Dispatchers: sc.dispatchers, Partitions: sc.partitions})
 	require.NoError(t, err)
@@ -240,6 +240,9 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	if !rep.OK() {
 		t.Logf("consumer groups at the end:\n%s", chaos.GroupLag(ctx, cl.KafkaAddr))
 	}
+	if rep.Lost > 0 {
+		t.Logf("where the lost deliveries stopped:\n%s", chaos.Trace(ctx, cl.KafkaAddr, "webhooks", rep.LostSample))
+	}
 	if sc.rideOut {
 		ready.Stop()
 		checkRodeOut(t, h, ready, roles)
@@ -249,6 +252,22 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	require.LessOrEqual(t, rep.Duplicates, bound, "duplicates above the documented bound")
 	require.Positive(t, rep.Delivered, "nothing delivered")
 	return rep
+}
+
+// logDir is where the cluster keeps its data and logs: a test temporary
+// directory, or one kept under $HOOKD_CHAOS_LOGS when that is set (to read
+// every process's whole log after a failure).
+func logDir(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("HOOKD_CHAOS_LOGS")
+	if root == "" {
+		return t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(root, 0o755))
+	dir, err := os.MkdirTemp(root, t.Name()+"-")
+	require.NoError(t, err)
+	t.Logf("cluster data and logs kept in %s", dir)
+	return dir
 }
 
 // roleProcs returns the running processes of every role (all but the
