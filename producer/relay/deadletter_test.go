@@ -332,9 +332,9 @@ func produceHolds(req kmsg.Request, marker []byte) bool {
 }
 
 // TestTopicWideProduceErrorIsRetriedNotDeadLettered: an error that would
-// refuse every row alike (here TOPIC_AUTHORIZATION_FAILED for a while)
-// restarts the stream as before; nothing is dead-lettered and every row is
-// published once the broker accepts again.
+// refuse every row alike (here UNKNOWN_SERVER_ERROR for a while; the
+// client does not retry it) restarts the stream as before; nothing is
+// dead-lettered and every row is published once the broker accepts again.
 func TestTopicWideProduceErrorIsRetriedNotDeadLettered(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -345,11 +345,12 @@ func TestTopicWideProduceErrorIsRetriedNotDeadLettered(t *testing.T) {
 	cfg.RetryBackoff = 10 * time.Millisecond
 	start(t, e.newRelayWith(t, cfg, reg).Run)
 	e.waitStreaming(t)
-	e.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.names.Events, Err: kerr.TopicAuthorizationFailed, Count: 3})
+	e.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.names.Events, Err: kerr.UnknownServerError, Count: 3})
 	for i := range 10 {
 		e.insert(t, fmt.Sprintf("t_%d", i), "acctA", "inv.paid", true)
 	}
 	waitFor(t, "every row published after the refusals", 30*time.Second, func() bool { return len(events.eventIDs(t)) == 10 })
+	requireOnce(t, events.eventIDs(t), "t_", 10)
 	require.GreaterOrEqual(t, metric(t, reg, "hookd_relay_stream_failures_total", ""), 1.0, "the stream restarted")
 	require.Empty(t, dlq.dead(t), "nothing dead-lettered for a topic-wide error")
 	require.Equal(t, 0.0, metric(t, reg, "hookd_relay_events_dead_lettered_total", deadletter.ReasonUnpublishable))

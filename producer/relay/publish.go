@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,15 @@ type publisher struct {
 	cl   *kgo.Client     // batching, shared by every row
 	solo *kgo.Client     // one record at a time, for retrying a row alone
 
+	// limit is the backlog (records produced but not yet acknowledged) at
+	// which the session stops reading the stream: half of cl's
+	// MaxBufferedRecords, so that Produce never blocks the session.
+	limit int
+	// room is signalled whenever a record is settled; lastAck is when
+	// Kafka last acknowledged one (unix nanoseconds).
+	room    chan struct{}
+	lastAck atomic.Int64
+
 	mu      sync.Mutex
 	queue   []soloItem
 	pending int           // queued or being retried alone
@@ -46,10 +56,66 @@ type soloItem struct {
 }
 
 func (r *Relay) startPublisher(ctx context.Context, cl, solo *kgo.Client) *publisher {
-	p := &publisher{r: r, ctx: ctx, cl: cl, solo: solo, idle: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &publisher{r: r, ctx: ctx, cl: cl, solo: solo, limit: bufferLimit(cl), room: make(chan struct{}, 1),
+		idle: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	close(p.idle)
 	go p.run()
 	return p
+}
+
+// bufferLimit is half of cl's MaxBufferedRecords, at least 1.
+func bufferLimit(cl *kgo.Client) int {
+	n := 10000 // kgo's default
+	switch v := cl.OptValue(kgo.MaxBufferedRecords).(type) {
+	case int:
+		n = v
+	case int64:
+		n = int(v)
+	}
+	return max(n/2, 1)
+}
+
+// settled notes that a record is done with, acknowledged (ok) or not.
+func (p *publisher) settled(ok bool) {
+	if ok {
+		p.lastAck.Store(time.Now().UnixNano())
+	}
+	select {
+	case p.room <- struct{}{}:
+	default:
+	}
+}
+
+// backlog is the number of records handed to Kafka and not yet settled.
+func (p *publisher) backlog() int {
+	p.mu.Lock()
+	n := p.pending
+	p.mu.Unlock()
+	return n + int(p.cl.BufferedProduceRecords())
+}
+
+// full reports whether the backlog has reached the limit.
+func (p *publisher) full() bool { return p.backlog() >= p.limit }
+
+// waitRoom waits while the backlog is at the limit, until ctx ends or, if
+// until is not zero, until then.
+func (p *publisher) waitRoom(ctx context.Context, until time.Time) error {
+	var deadline <-chan time.Time
+	if !until.IsZero() {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		deadline = t.C
+	}
+	for p.full() {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-deadline:
+			return nil
+		case <-p.room:
+		}
+	}
+	return nil
 }
 
 // wait returns once the retry worker has stopped (after ctx ended).
@@ -70,6 +136,7 @@ func (p *publisher) publish(row store.OutboxRow, o origin, published prometheus.
 		return nil
 	}
 	p.cl.Produce(p.ctx, rec, func(rec *kgo.Record, err error) {
+		defer p.settled(err == nil)
 		switch {
 		case err == nil:
 			p.acked(o, published)
@@ -138,6 +205,7 @@ func (p *publisher) run() {
 				close(p.idle)
 			}
 			p.mu.Unlock()
+			p.settled(false) // room: it no longer counts in the backlog
 		}
 	}
 }
@@ -145,6 +213,7 @@ func (p *publisher) run() {
 func (p *publisher) retryAlone(it soloItem) {
 	rec := &kgo.Record{Topic: it.rec.Topic, Key: it.rec.Key, Value: it.rec.Value, Headers: it.rec.Headers}
 	err := p.solo.ProduceSync(p.ctx, rec).FirstErr()
+	defer p.settled(err == nil)
 	p.r.logger.DebugContext(p.ctx, "outbox row refused in a batch, retried alone", "outbox_id", short(it.row.ID), "ok", err == nil)
 	switch {
 	case err == nil:
@@ -190,6 +259,7 @@ func (p *publisher) deadLetter(row store.OutboxRow, reason, class string, size, 
 	}, deadletter.Provenance{Reason: reason, ErrorClass: class, DeadAt: time.Now()})
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderSource, Value: []byte("outbox")})
 	p.cl.Produce(p.ctx, rec, func(_ *kgo.Record, err error) {
+		defer p.settled(err == nil)
 		if err != nil {
 			done(fmt.Errorf("dead-lettering outbox row %s (%s): %w", row.ID, reason, err))
 			return

@@ -102,6 +102,13 @@ type Config struct {
 	// DrainTimeout bounds waiting for Kafka's acks at shutdown. Defaults
 	// to 30s.
 	DrainTimeout time.Duration
+	// StallAfter is how long the relay's records may wait for Kafka's
+	// acknowledgement before it reports an outage: one WARN line (one per
+	// outage, whatever the retries), hookd_relay_stalled at 1 until Kafka
+	// acknowledges again. The relay waits out any outage; meanwhile it
+	// keeps its replication session and stops reading the stream once
+	// half of kgo's MaxBufferedRecords are unacknowledged. Defaults to 10s.
+	StallAfter time.Duration
 	// ResumeScanLimit is the most records a starting leader reads back from
 	// the end of each partition of the events topic to learn which rows
 	// since the slot's confirmed position are published already (it skips
@@ -158,6 +165,9 @@ func (c *Config) setDefaults() {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	if c.StallAfter == 0 {
+		c.StallAfter = 10 * time.Second
+	}
 	if c.ResumeScanLimit == 0 {
 		c.ResumeScanLimit = 200000
 	}
@@ -191,6 +201,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("relay retry backoff: must be at least 1ms, got %s", c.RetryBackoff)
 	case c.DrainTimeout < time.Second:
 		return fmt.Errorf("relay drain timeout: must be at least 1s, got %s", c.DrainTimeout)
+	case c.StallAfter < 10*time.Millisecond:
+		return fmt.Errorf("relay stall after: must be at least 10ms, got %s", c.StallAfter)
 	case c.ResumeScanLimit < 1:
 		return fmt.Errorf("relay resume scan limit: must be at least 1, got %d", c.ResumeScanLimit)
 	}
@@ -220,10 +232,12 @@ type Relay struct {
 	m      metrics
 
 	leading atomic.Bool
+	outage  outage
 }
 
 type metrics struct {
 	leader     prometheus.Gauge
+	stalled    prometheus.Gauge
 	retained   prometheus.Gauge
 	lag        prometheus.Gauge
 	confirmed  prometheus.Gauge
@@ -257,6 +271,8 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 	r.m = metrics{
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_leader",
 			Help: "1 while this relay holds the leader lock and streams, else 0."}),
+		stalled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_stalled",
+			Help: "1 while the relay waits out an outage (Kafka not acknowledging its records for StallAfter, or its stream failing and retried), else 0."}),
 		retained: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_slot_retained_wal_bytes",
 			Help: "WAL bytes the relay's replication slot keeps on the Postgres server (current WAL position minus restart_lsn)."}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_slot_lag_bytes",
@@ -281,13 +297,14 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		r.m.deadLettered.WithLabelValues(reason)
 	}
 	if deps.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.m.leader, r.m.retained, r.m.lag, r.m.confirmed, r.m.published,
+		for _, c := range []prometheus.Collector{r.m.leader, r.m.stalled, r.m.retained, r.m.lag, r.m.confirmed, r.m.published,
 			r.m.backfilled, r.m.pruned, r.m.failures, r.m.skipped, r.m.deadLettered} {
 			if err := deps.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("relay metrics: %w", err)
 			}
 		}
 	}
+	r.outage = outage{logger: r.logger, gauge: r.m.stalled}
 	h, err := stage.Histogram(deps.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("relay metrics: %w", err)
@@ -304,9 +321,11 @@ func (r *Relay) Leading() bool { return r.leading.Load() }
 
 // Run competes for leadership and streams while it leads, until ctx ends;
 // then it waits for Kafka's acks (within DrainTimeout), confirms what was
-// acknowledged, releases the lock and returns nil. Transient failures are
-// retried with backoff; a setup problem only the operator can fix
-// (wal_level, REPLICATION attribute, a foreign slot or publication) is
+// acknowledged, releases the lock and returns nil. Transient failures
+// (Kafka or Postgres unreachable, for however long) are retried with
+// backoff and reported once per outage; a setup problem only the operator
+// can fix (wal_level, REPLICATION attribute, a foreign slot or
+// publication, Kafka refusing the relay's credentials or authorization) is
 // returned as one line.
 func (r *Relay) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, r.opts...), kgo.DefaultProduceTopic(r.cfg.EventsTopic))...)
@@ -344,6 +363,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		if errors.Is(err, store.ErrRelaySetup) {
 			return err
 		}
+		if fatalKafka(err) {
+			return fmt.Errorf("relay: Kafka refuses the relay (fix its credentials or ACLs): %w", err)
+		}
 		if led {
 			backoff = r.cfg.RetryBackoff
 		}
@@ -351,7 +373,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			err = errors.New("the stream ended without saying why")
 		}
 		r.m.failures.Inc()
-		r.logger.WarnContext(ctx, "relay stream stopped; retrying", "error", err.Error(), "retry_in", backoff.String())
+		r.outage.begin(ctx, "relay stream stopped; retrying", "error", err.Error(), "retry_in", backoff.String())
 		select {
 		case <-ctx.Done():
 			return nil

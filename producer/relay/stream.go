@@ -146,7 +146,7 @@ func (r *Relay) stream(ctx, parent context.Context, kc clients) error {
 	wg.Go(func() { r.prune(pruneCtx) })
 
 	s := &session{r: r, conn: conn, pub: pub, cancelProduce: cancelProduce,
-		tr: &tracker{confirmed: start}, sent: start, skip: skip,
+		tr: &tracker{confirmed: start}, sent: start, skip: skip, progress: time.Now(),
 		relations: map[uint32]*pglogrepl.RelationMessage{}, types: pgtype.NewMap(),
 		nextStatus: time.Now().Add(r.cfg.StatusInterval)}
 	err = s.receiveLoop(ctx)
@@ -200,6 +200,10 @@ type session struct {
 	// skip holds the rows on the events topic already, until the stream
 	// passes the last of them.
 	skip *publishedSet
+	// progress is when Kafka last acknowledged a record or nothing was
+	// waiting for it; stalled is set once that is StallAfter ago.
+	progress time.Time
+	stalled  bool
 }
 
 // receiveLoop applies the stream's messages until ctx ends (it returns
@@ -215,11 +219,42 @@ func (s *session) receiveLoop(ctx context.Context) error {
 			}
 			s.nextStatus = time.Now().Add(s.r.cfg.StatusInterval)
 		}
+		s.watchKafka(ctx)
+		if s.pub.full() {
+			// Kafka is behind or away: stop reading the stream (Produce
+			// would block) but keep reporting to Postgres.
+			if err := s.pub.waitRoom(ctx, s.nextStatus); err != nil && ctx.Err() == nil {
+				return err
+			}
+			continue
+		}
 		if err := s.receive(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// watchKafka reports an outage when Kafka has acknowledged nothing for
+// StallAfter while records wait, and its end when it acknowledges again.
+func (s *session) watchKafka(ctx context.Context) {
+	now := time.Now()
+	backlog := s.pub.backlog()
+	if backlog == 0 {
+		s.progress = now
+	} else if at := time.Unix(0, s.pub.lastAck.Load()); at.After(s.progress) {
+		s.progress = at
+	}
+	waiting := now.Sub(s.progress)
+	switch {
+	case waiting >= s.r.cfg.StallAfter && !s.stalled:
+		s.stalled = true
+		s.r.outage.begin(ctx, "relay waiting for Kafka: it has acknowledged none of the relay's records for "+waiting.Round(time.Millisecond).String(),
+			"unacknowledged", backlog, "events_topic", s.r.cfg.EventsTopic)
+	case waiting < s.r.cfg.StallAfter:
+		s.stalled = false
+		s.r.outage.end(ctx, "relay publishing again")
+	}
 }
 
 // receive waits for one message until the next status update is due and
@@ -406,6 +441,9 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn, pub *publis
 		if skip.has(rowKey{id: row.ID}) {
 			r.m.skipped.Inc()
 			return nil
+		}
+		if err := pub.waitRoom(ctx, time.Time{}); err != nil {
+			return err
 		}
 		tr.add(x)
 		if err := pub.publish(row, origin{}, r.m.backfilled, func(err error) { tr.done(x, err) }); err != nil {
