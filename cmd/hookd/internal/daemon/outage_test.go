@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/cmd/hookd/internal/daemon"
+	"github.com/hookd/hookd/internal/embedded"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/kafkatest"
@@ -285,4 +286,25 @@ func TestKafkaOutageIsNotReadyThenRecovers(t *testing.T) {
 	}
 	cancel()
 	require.NoError(t, p.wait(t))
+}
+
+// `hookd run` on the embedded broker gets the same outage monitor, metrics
+// and readiness checks as roles given --brokers: the broker is only where
+// the addresses come from.
+func TestEmbeddedBrokerIsMonitoredAsBrokersAre(t *testing.T) {
+	cfg := config(t)
+	cfg.Kafka = kafkaconn.Config{}
+	cfg.Embedded = &embedded.Config{DataDir: t.TempDir(), Listen: fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan struct{})
+	p := start(t, ctx, cfg, blocker(stopped))
+	wait.For(t, time.Minute, "ready", func() bool { s, _ := p.readyz(t); return s == http.StatusOK })
+	_, body := p.readyz(t)
+	require.Equal(t, map[string]string{"kafka": "ok", "postgres": "ok", "roles": "ok"}, body)
+	require.True(t, p.metric(t, "hookd_kafka_reachable 1"))
+	require.True(t, p.metric(t, "hookd_kafka_outages_total 0"))
+	cancel()
+	require.NoError(t, p.wait(t))
+	<-stopped
 }
