@@ -11,6 +11,7 @@ package signature
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -87,32 +88,80 @@ func Sign(msgID string, ts time.Time, body []byte, secrets []Secret) string {
 	return b.String()
 }
 
-// Signer signs messages with a fixed set of secrets. It keeps each key's
-// HMAC state after the key is absorbed, so a signature costs the hashing
-// of the message only. Safe for concurrent use.
+// Signer signs messages with a fixed set of secrets. It keeps, per key,
+// the SHA-256 states after HMAC's inner and outer key blocks (RFC 2104;
+// FIPS 198-1 allows these precomputed values), so a signature hashes the
+// message alone; the digests come from a pool shared by every Signer.
+// Safe for concurrent use.
 type Signer struct {
-	keys []Secret
-	pool sync.Pool // *signState
+	keys []keyState
 }
 
-// signState is one goroutine's HMACs (one per key) and scratch buffers.
-type signState struct {
-	macs []hash.Hash
-	buf  []byte // msgID.ts.
-	sum  []byte
+// keyState is one key's marshaled SHA-256 states after hashing
+// key^ipad (inner) and key^opad (outer).
+type keyState struct{ inner, outer []byte }
+
+// scratch is one signature's digest and buffers, pooled for every Signer.
+type scratch struct {
+	h      binaryHash
+	prefix []byte
+	inner  [sha256.Size]byte
+	outer  [sha256.Size]byte
+}
+
+var scratches = sync.Pool{New: func() any { return &scratch{h: sha256.New().(binaryHash)} }}
+
+type binaryHash interface {
+	hash.Hash
+	encoding.BinaryMarshaler
+	encoding.BinaryUnmarshaler
 }
 
 // NewSigner returns a Signer for secrets, current first.
 func NewSigner(secrets []Secret) *Signer {
-	s := &Signer{keys: append([]Secret(nil), secrets...)}
-	s.pool.New = func() any {
-		st := &signState{macs: make([]hash.Hash, len(s.keys)), sum: make([]byte, 0, sha256.Size)}
-		for i, k := range s.keys {
-			st.macs[i] = hmac.New(sha256.New, k)
+	s := &Signer{keys: make([]keyState, len(secrets))}
+	for i, key := range secrets {
+		if len(key) > sha256.BlockSize {
+			sum := sha256.Sum256(key)
+			key = sum[:]
 		}
-		return st
+		ipad, opad := make([]byte, sha256.BlockSize), make([]byte, sha256.BlockSize)
+		copy(ipad, key)
+		copy(opad, key)
+		for j := range ipad {
+			ipad[j] ^= 0x36
+			opad[j] ^= 0x5c
+		}
+		s.keys[i] = keyState{inner: stateAfter(ipad), outer: stateAfter(opad)}
 	}
 	return s
+}
+
+// stateAfter returns the marshaled SHA-256 state after hashing block.
+func stateAfter(block []byte) []byte {
+	h := sha256.New().(binaryHash)
+	h.Write(block)
+	st, err := h.MarshalBinary()
+	if err != nil {
+		panic(fmt.Sprintf("signature: sha256 state: %v", err)) // never: sha256 marshals
+	}
+	return st
+}
+
+// mac returns HMAC-SHA256(key, sc.prefix || body), in sc.outer.
+func (k keyState) mac(sc *scratch, body []byte) []byte {
+	h := sc.h
+	if err := h.UnmarshalBinary(k.inner); err != nil {
+		panic(fmt.Sprintf("signature: sha256 state: %v", err)) // never: the state is sha256's own
+	}
+	h.Write(sc.prefix)
+	h.Write(body)
+	inner := h.Sum(sc.inner[:0])
+	if err := h.UnmarshalBinary(k.outer); err != nil {
+		panic(fmt.Sprintf("signature: sha256 state: %v", err))
+	}
+	h.Write(inner)
+	return h.Sum(sc.outer[:0])
 }
 
 // sigLen is the length of one "v1,<base64 of a SHA-256>" signature.
@@ -123,22 +172,18 @@ var sigLen = len("v1,") + base64.StdEncoding.EncodedLen(sha256.Size)
 // body: one "v1,<base64>" signature per secret, space-separated, in the
 // order given. body must be the exact bytes that will be sent.
 func (s *Signer) Sign(msgID, ts string, body []byte) string {
-	st := s.pool.Get().(*signState)
-	defer s.pool.Put(st)
-	st.buf = append(append(append(append(st.buf[:0], msgID...), '.'), ts...), '.')
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	sc.prefix = append(append(append(append(sc.prefix[:0], msgID...), '.'), ts...), '.')
 	var b strings.Builder
 	b.Grow(len(s.keys) * (sigLen + 1))
 	var enc [64]byte
-	for i, m := range st.macs {
+	for i, k := range s.keys {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		m.Reset() // back to the state after the key
-		m.Write(st.buf)
-		m.Write(body)
-		st.sum = m.Sum(st.sum[:0])
 		b.WriteString("v1,")
-		b.Write(base64.StdEncoding.AppendEncode(enc[:0], st.sum))
+		b.Write(base64.StdEncoding.AppendEncode(enc[:0], k.mac(sc, body)))
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package signature_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
@@ -108,6 +109,16 @@ func TestSignerMatchesSign(t *testing.T) {
 	}
 	wg.Wait()
 	require.Empty(t, signature.NewSigner(nil).Sign("evt_1", "1", nil), "no secrets, no signature")
+
+	// A key longer than SHA-256's block is hashed first, as HMAC does.
+	long := "whsec_" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 100)))
+	lk, err := signature.ParseSecrets([]string{long})
+	require.NoError(t, err)
+	lwh, err := standardwebhooks.NewWebhook(long)
+	require.NoError(t, err)
+	theirs, err := lwh.Sign("evt_long", ts, []byte("body"))
+	require.NoError(t, err)
+	require.Equal(t, theirs, signature.NewSigner(lk).Sign("evt_long", signature.Timestamp(ts), []byte("body")))
 }
 
 func BenchmarkSigner(b *testing.B) {
