@@ -85,9 +85,12 @@ type Results struct {
 	// DispatchCostOverB0 and HookdCostOverB0 are the dispatchers' and all
 	// hookd processes' CPU per delivery in the saturation phase over
 	// B0CostUs.
-	DispatchCostOverB0 float64              `json:"dispatch_cpu_per_delivery_over_b0_cost"`
-	HookdCostOverB0    float64              `json:"hookd_cpu_per_delivery_over_b0_cost"`
-	ScaleOut           *ScaleOut            `json:"scale_out"`
+	DispatchCostOverB0 float64   `json:"dispatch_cpu_per_delivery_over_b0_cost"`
+	HookdCostOverB0    float64   `json:"hookd_cpu_per_delivery_over_b0_cost"`
+	ScaleOut           *ScaleOut `json:"scale_out"`
+	// AttemptLogCatchUpS is how long after the saturation phase's last
+	// delivery the delivery log showed all of them delivered.
+	AttemptLogCatchUpS float64              `json:"attempt_log_catch_up_seconds"`
 	Series             map[string][]float64 `json:"throughput_series_per_second"`
 	Notes              []string             `json:"notes"`
 
@@ -134,6 +137,7 @@ type ScaleOut struct {
 type bench struct {
 	cfg      *Config
 	pg       *pgSettings
+	pgCPU    pgCPUMeter
 	bin      string
 	riverBin string
 	res      *Results
@@ -173,6 +177,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	b.pg = &pgSettings{base: cfg.DatabaseURL}
 	defer b.pg.restore()
+	if pm, err := postmasterPID(ctx, cfg.DatabaseURL); err != nil {
+		b.addNote(fmt.Sprintf("Postgres CPU not measured: %v", err))
+	} else {
+		b.pgCPU = pgCPUMeter{postmaster: pm}
+	}
 	stop := b.progress(ctx)
 	defer stop()
 	if err := b.runAll(ctx); err != nil {
@@ -298,7 +307,7 @@ func (b *bench) onSaturationStack(ctx context.Context) error {
 	}
 	r.Saturation, r.Delivered, r.Lost, r.Procs, r.Writes = m.rate, m.delivered, r.Lost+m.lost, m.procs, m.writes
 	st.Saturation, st.Delivered, st.Lost, st.Writes = m.rate, m.delivered, m.lost, m.writes
-	r.GeneratedRate = m.generated
+	r.GeneratedRate, r.AttemptLogCatchUpS = m.generated, m.logLag.Seconds()
 	b.noteGenerator(m)
 	if !b.cfg.Skip["latency"] {
 		if err := b.latencies(ctx, sat); err != nil {
@@ -560,12 +569,51 @@ func (b *bench) procStats(s *stack) map[string]chaos.ProcStats {
 	return out
 }
 
+// loggedDelivered counts the deliveries the delivery log shows delivered.
+func (s *stack) loggedDelivered(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM webhooks.deliveries WHERE status = 'delivered'").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("counting logged deliveries: %w", err)
+	}
+	return n, nil
+}
+
+// waitLogged waits (at most 5 minutes) until the delivery log shows want
+// deliveries delivered, so that the phase's CPU and Postgres figures
+// include the attempt-log writer catching up, and returns how long that
+// took.
+func (b *bench) waitLogged(ctx context.Context, s *stack, want int) (time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(5 * time.Minute)
+	for {
+		n, err := s.loggedDelivered(ctx)
+		if err != nil {
+			return 0, err
+		}
+		b.setPhase("waiting for the attempt log: %d of %d deliveries logged", n, want)
+		if n >= want {
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			b.addNote(fmt.Sprintf("the delivery log showed %d of %d deliveries 5 minutes after the saturation phase: its CPU and Postgres figures are lower bounds", n, want))
+			return time.Since(start), nil
+		}
+		if err := pause(ctx, 500*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+}
+
 // satRun is one saturation phase's measurements.
 type satRun struct {
 	rate, generated float64
 	delivered, lost int
 	procs           map[string]*ProcResult
 	writes          *PGWrites
+	// logLag is how long after the last delivery the delivery log showed
+	// every delivery of the phase delivered.
+	logLag time.Duration
 }
 
 // saturation offers OfferedRate for Saturation and measures the delivery
@@ -574,19 +622,31 @@ type satRun struct {
 // delivery: its work counts).
 func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun, error) {
 	pgBefore, pgErr := pgStats(ctx, s.dbURL)
+	logged, err := s.loggedDelivered(ctx)
+	if err != nil {
+		return nil, err
+	}
 	before := b.procStats(s)
+	pgCPUBefore, pgCPUOK := b.pgCPU.read()
 	start := time.Now()
 	l, ok, lost, err := b.runLoad(ctx, s, name, b.cfg.OfferedRate, b.cfg.Saturation, 50, nil)
 	if err != nil {
 		return nil, err
 	}
+	m := &satRun{delivered: len(ok), lost: lost, procs: map[string]*ProcResult{}}
+	if m.logLag, err = b.waitLogged(ctx, s, logged+len(ok)); err != nil {
+		return nil, err
+	}
 	b.waitIdle(ctx, s)
 	after := b.procStats(s)
-	m := &satRun{delivered: len(ok), lost: lost, procs: map[string]*ProcResult{}}
+	pgCPUAfter, pgCPUOK2 := b.pgCPU.read()
 	if pgErr == nil {
 		var pgAfter pgSnapshot
 		if pgAfter, pgErr = pgStats(ctx, s.dbURL); pgErr == nil {
 			m.writes = writesBetween(pgBefore, pgAfter, len(ok), "webhooks.outbox")
+			if pgCPUOK && pgCPUOK2 {
+				m.writes.ServerCPUUsPerDelivery = (pgCPUAfter - pgCPUBefore).Seconds() / float64(max(len(ok), 1)) * 1e6
+			}
 		}
 	}
 	if pgErr != nil {
@@ -617,7 +677,8 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 		cpu := (a.CPU - before[n].CPU).Seconds()
 		m.procs[n] = &ProcResult{CPUSeconds: cpu, CPUSecondsPer1000: cpu / float64(max(len(ok), 1)) * 1000, PeakRSSMiB: float64(a.HWM) / (1 << 20)}
 	}
-	args := []any{"phase", name, "deliveries_per_s", int(m.rate), "delivered", len(ok), "lost", lost}
+	args := []any{"phase", name, "deliveries_per_s", int(m.rate), "delivered", len(ok), "lost", lost,
+		"attempt_log_catch_up_s", m.logLag.Seconds()}
 	if m.writes != nil {
 		args = append(args, "rows_per_delivery", m.writes.RowsPerDelivery, "wal_bytes_per_delivery", int(m.writes.WALBytesPerDelivery))
 	}

@@ -37,6 +37,10 @@ type PGWrites struct {
 	WALRecordsPerDelivery float64 `json:"wal_records_per_delivery"`
 	FPIPerDelivery        float64 `json:"wal_full_page_images_per_delivery"`
 	SyncsPerDelivery      float64 `json:"wal_syncs_per_delivery"`
+	// ServerCPUUsPerDelivery is the Postgres server's CPU (every backend,
+	// the generator's and the WAL senders' included) in µs per delivery;
+	// 0 when the server is not a local process.
+	ServerCPUUsPerDelivery float64 `json:"postgres_cpu_us_per_delivery"`
 	// Unsettled is set when the row counters still moved 15 s after the
 	// phase (a writer still catching up): the figures are lower bounds.
 	Unsettled bool `json:"unsettled,omitempty"`

@@ -114,6 +114,7 @@ func (r *Results) mainTable(b *strings.Builder) {
 			w.OwnRowsPerDelivery, w.RowsPerDelivery, w.TempRowsPerDelivery, w.DatabaseRowsPerDelivery, unsettled(w),
 			goalRowsPerDelivery, met(true, w.OwnRowsPerDelivery <= goalRowsPerDelivery))
 		fmt.Fprintf(b, "| WAL bytes / WAL syncs per delivery at saturation | %.0f / %.3f | | |\n", w.WALBytesPerDelivery, w.SyncsPerDelivery)
+		fmt.Fprintf(b, "| delivery log caught up, seconds after the last delivery | %.1f | | |\n", r.AttemptLogCatchUpS)
 	}
 	if p := r.Latency50; p != nil {
 		fmt.Fprintf(b, "| **p99 commit-to-receiver at 50%% of saturation** (%.0f/s) | %.1f ms | <= %.0f ms | %s |\n",
@@ -154,8 +155,8 @@ func (r *Results) settingsTable(b *strings.Builder) {
 	if len(r.PerSetting) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "| Postgres | hookd deliveries/s | B2 River deliveries/s | hookd / B2 | goal | | rows written per delivery: hookd's own (with the outbox) / River | WAL bytes per delivery: hookd / River | WAL syncs per delivery: hookd / River | lost |\n")
-	fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| Postgres | hookd deliveries/s | B2 River deliveries/s | hookd / B2 | goal | | rows written per delivery: hookd's own (with the outbox) / River | WAL bytes per delivery: hookd / River | WAL syncs per delivery: hookd / River | Postgres CPU µs per delivery: hookd / River | lost |\n")
+	fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, st := range r.PerSetting {
 		goal := goalHookdOverB2
 		if st.Mode == PGFsyncOff {
@@ -174,12 +175,14 @@ func (r *Results) settingsTable(b *strings.Builder) {
 			fmtW(rw, func(w *PGWrites) string { return fmt.Sprintf("%.0f", w.WALBytesPerDelivery) }))
 		syncs := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string { return fmt.Sprintf("%.3f", w.SyncsPerDelivery) }),
 			fmtW(rw, func(w *PGWrites) string { return fmt.Sprintf("%.3f", w.SyncsPerDelivery) }))
+		cpu := fmt.Sprintf("%s / %s", fmtW(hw, func(w *PGWrites) string { return orSkipped(w.ServerCPUUsPerDelivery, "%.0f") }),
+			fmtW(rw, func(w *PGWrites) string { return orSkipped(w.ServerCPUUsPerDelivery, "%.0f") }))
 		b2 := orSkipped(st.B2, "%.0f")
 		if st.B2Note != "" {
 			b2 += " (" + st.B2Note + ")"
 		}
-		fmt.Fprintf(b, "| %s (%s) | %.0f | %s | %s | %s | %s | %s | %s | %s | %d |\n",
-			st.Mode, st.Settings, st.Saturation, b2, orSkipped(st.HookdOverB2, "%.2f"), goalText, mark, rows, wal, syncs, st.Lost)
+		fmt.Fprintf(b, "| %s (%s) | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
+			st.Mode, st.Settings, st.Saturation, b2, orSkipped(st.HookdOverB2, "%.2f"), goalText, mark, rows, wal, syncs, cpu, st.Lost)
 	}
 	b.WriteString("\n")
 }
@@ -235,6 +238,13 @@ func (r *Results) procTable(b *strings.Builder) {
 		d, all := cpuPerDelivery(r.Procs, r.Delivered)
 		fmt.Fprintf(b, "| dispatchers together | | %.3f | %.2f (goal <= %.1f: %s) | |\n", d/1000, r.DispatchCostOverB0, goalDispatchCostOverB0, met(true, r.DispatchCostOverB0 <= goalDispatchCostOverB0))
 		fmt.Fprintf(b, "| all hookd processes | | %.3f | %.2f (goal <= %.1f: %s) | |\n", all/1000, r.HookdCostOverB0, goalHookdCostOverB0, met(true, r.HookdCostOverB0 <= goalHookdCostOverB0))
+	}
+	if w := r.Writes; w != nil && w.ServerCPUUsPerDelivery > 0 {
+		pg := ""
+		if r.B0CostUs > 0 {
+			pg = fmt.Sprintf("%.2f", w.ServerCPUUsPerDelivery/r.B0CostUs)
+		}
+		fmt.Fprintf(b, "| Postgres server (every backend, the generator's included; not a hookd process) | | %.3f | %s | |\n", w.ServerCPUUsPerDelivery/1000, pg)
 	}
 	b.WriteString("\n")
 }
