@@ -83,27 +83,38 @@ func afterFirstChunk(inject func()) func(Progress) {
 // Produce errors mid-replay: NOT_LEADER_FOR_PARTITION (rejected, nothing
 // written) and REQUEST_TIMED_OUT (kfake writes the batch, then answers the
 // timeout, as a broker whose replication was slow: the retry must not
-// write it twice). kgo retries both; the replay completes, each dead letter
-// once. Checked to fail with idempotence off (kgo.DisableIdempotentWrite in
-// runner.connect): REQUEST_TIMED_OUT then duplicates records.
+// write it twice). Either kgo retries them (its default: until
+// acknowledged), or, with a producer that gives up (RecordRetries(1) in
+// Deps.KafkaOpts, as an operator's delivery timeout would), the run takes
+// the failure as an outage and makes the attempt again, reading back what
+// was written. The replay completes, each dead letter once. Checked to
+// fail with idempotence off (kgo.DisableIdempotentWrite in runner.connect:
+// REQUEST_TIMED_OUT duplicates records) and with a producer that gives up
+// and a run that does not wait (kafkaErr returning err unmarked: the run
+// fails with NOT_LEADER_FOR_PARTITION).
 func TestReplayProduceErrorsMidReplay(t *testing.T) {
 	t.Parallel()
 	for _, code := range []*kerr.Error{kerr.NotLeaderForPartition, kerr.RequestTimedOut} {
-		t.Run(code.Message, func(t *testing.T) {
-			t.Parallel()
-			b := setupFaults(t, 40)
-			var fault *kfake.FaultHandle
-			req := Request{Actor: "a", Reason: "r", chunk: 7}
-			req.OnProgress = afterFirstChunk(func() {
-				fault = b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: b.deps.Names.Deliveries,
-					Err: code, Count: 4})
+		for _, givesUp := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/producer_gives_up=%v", code.Message, givesUp), func(t *testing.T) {
+				t.Parallel()
+				b := setupFaults(t, 40)
+				if givesUp {
+					b.deps.KafkaOpts = append(b.deps.KafkaOpts, kgo.RecordRetries(1))
+				}
+				var fault *kfake.FaultHandle
+				req := Request{Actor: "a", Reason: "r", chunk: 7}
+				req.OnProgress = afterFirstChunk(func() {
+					fault = b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: b.deps.Names.Deliveries,
+						Err: code, Count: 2})
+				})
+				res, err := Run(context.Background(), b.deps, req)
+				require.NoError(t, err)
+				require.NotNil(t, fault)
+				require.Equal(t, 2, fault.Hits(), "every injected error was answered")
+				b.requireEachOnce(t, res, 120)
 			})
-			res, err := Run(context.Background(), b.deps, req)
-			require.NoError(t, err)
-			require.NotNil(t, fault)
-			require.Equal(t, 4, fault.Hits(), "every injected error was answered")
-			b.requireEachOnce(t, res, 120)
-		})
+		}
 	}
 }
 
