@@ -27,7 +27,6 @@ type logRecorder struct {
 	next  slog.Handler
 	mu    *sync.Mutex
 	lines *[]string
-	attrs []slog.Attr
 }
 
 func newLogRecorder(next slog.Handler) *logRecorder {
