@@ -39,6 +39,12 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func (b *logBuffer) count(substr string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -153,6 +159,11 @@ func TestRouterRidesOutKafkaFaults(t *testing.T) {
 			e := setup(t)
 			logs := &logBuffer{}
 			e.logger = slog.New(slog.NewTextHandler(logs, nil))
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("router log:\n%s", logs.String())
+				}
+			})
 			e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
 			e.endpoint(t, "ep_b", "acct_1", endpoint.StatusActive)
 			w := &faultWindow{skip: 2, d: outage}
@@ -209,7 +220,7 @@ func (e *env) startWatchedRouter(t *testing.T, cfg router.Config) func() (error,
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}
 	if os.Getenv("HOOKD_TEST_KGO_LOG") != "" { // the client's own account of a failure
-		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgoLogLevel(), nil)))
 	}
 	r, err := router.New(cfg, router.Deps{Endpoints: e.index, KafkaOpts: opts, Logger: e.logger, Registerer: e.reg})
 	require.NoError(t, err)
@@ -265,4 +276,11 @@ func histogramCount(t *testing.T, e *env, label string) uint64 {
 		}
 	}
 	return 0
+}
+
+func kgoLogLevel() kgo.LogLevel {
+	if os.Getenv("HOOKD_TEST_KGO_LOG") == "debug" {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelInfo
 }

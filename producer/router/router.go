@@ -359,7 +359,7 @@ func (r *Router) produceAll(ctx context.Context, l *loop, recs []*kgo.Record) er
 	pending := recs
 	backoff := r.cfg.RetryBackoff
 	for {
-		failed, last := r.produceOnce(ctx, l.cl, pending)
+		failed, last := r.produceOnce(ctx, l, pending)
 		if len(failed) == 0 {
 			l.produce.ok(ctx)
 			return nil
@@ -379,8 +379,10 @@ func (r *Router) produceAll(ctx context.Context, l *loop, recs []*kgo.Record) er
 }
 
 // produceOnce produces recs and returns the ones that failed, with the
-// last error (a permanent one if any failed permanently).
-func (r *Router) produceOnce(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) ([]*kgo.Record, error) {
+// last error (a permanent one if any failed permanently). Acks still
+// missing after stallAfter count as a produce failure (one WARN), since
+// kgo retries an unreachable broker silently.
+func (r *Router) produceOnce(ctx context.Context, l *loop, recs []*kgo.Record) ([]*kgo.Record, error) {
 	var (
 		mu     sync.Mutex
 		failed []*kgo.Record
@@ -389,7 +391,7 @@ func (r *Router) produceOnce(ctx context.Context, cl *kgo.Client, recs []*kgo.Re
 	)
 	wg.Add(len(recs))
 	for _, rec := range recs {
-		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+		l.cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
 				failed = append(failed, rec)
@@ -401,6 +403,19 @@ func (r *Router) produceOnce(ctx context.Context, cl *kgo.Client, recs []*kgo.Re
 			wg.Done()
 		})
 	}
-	wg.Wait()
+	acked := make(chan struct{})
+	go func() { wg.Wait(); close(acked) }()
+	stalled := time.NewTimer(stallAfter)
+	defer stalled.Stop()
+	select {
+	case <-acked:
+	case <-stalled.C:
+		l.produce.fail(ctx, fmt.Errorf("%d records not acknowledged after %s", len(recs), stallAfter))
+		<-acked
+	}
 	return failed, last
 }
+
+// stallAfter is how long a batch waits for Kafka's acks before the wait
+// is reported.
+const stallAfter = 10 * time.Second
