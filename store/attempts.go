@@ -115,86 +115,127 @@ const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
 	attempt integer NOT NULL, tier text NOT NULL, started_at timestamptz NOT NULL, duration_ms integer NOT NULL,
 	status_code integer, outcome text NOT NULL, error_class text, error text, response_excerpt text,
 	next_action text NOT NULL, next_due_at timestamptz, dead_reason text, dlq_topic text, dlq_partition integer,
-	dlq_offset bigint, replay_id text, destination text, body_sha256 text, fresh boolean NOT NULL DEFAULT false, foreign_account text
+	dlq_offset bigint, replay_id text, destination text, body_sha256 text, fresh boolean NOT NULL DEFAULT false, foreign_account text,
+	inline boolean NOT NULL DEFAULT false
 ) ON COMMIT DELETE ROWS`
 
-// Append the batch; mark in staging the rows that were new to the log. Only
-// those change delivery state and endpoint health, so a redelivered record
-// never counts twice.
-const insertAttempts = `WITH ins AS (
-	INSERT INTO webhooks.attempts (attempt_id, delivery_id, event_id, endpoint_id, account, attempt, tier, started_at,
-		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id,
-		destination, body_sha256)
-	SELECT attempt_id, delivery_id, event_id, endpoint_id, account, attempt, tier, started_at,
-		duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id,
-		destination, body_sha256
-	FROM hookd_attempts_in
+// attemptRowColumns are the columns of the attempt log (webhooks.attempt_rows,
+// and the view webhooks.attempts) that a staging row fills.
+const attemptRowColumns = `attempt_id, delivery_id, event_id, endpoint_id, account, attempt, tier, started_at,
+	duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id,
+	destination, body_sha256`
+
+// classifyAttempts marks, in one pass over the staging table:
+//   - fresh: the attempt is not in the log yet, neither in a row of its own
+//     nor held by its delivery row. Only fresh attempts change delivery
+//     state and endpoint health, so a redelivered record never counts twice.
+//   - foreign_account (fresh ones): the account of the endpoint (the one
+//     that created the endpoint id, live or deleted: ids are never reused)
+//     or of the delivery row, when it is not the attempt's. Such an attempt
+//     was made for one account at an endpoint of another (a forged or stale
+//     record, or one from before ids were kept): it stays in the log under
+//     its own account, never touches the endpoint's health, and moves only
+//     its own account's delivery row, and only to dead (the dispatcher
+//     dead-letters it as account_mismatch): never to delivered or retrying
+//     on the strength of another account's receiver.
+//   - inline: the first fresh attempt of a delivery, of its own account,
+//     whose delivery row does not exist yet or holds no attempt: the
+//     delivery row holds it (issue 15: one row per delivered webhook)
+//     instead of a row of its own.
+//
+// It returns the fresh attempts with a foreign account.
+const classifyAttempts = `WITH c AS MATERIALIZED (
+	SELECT i.attempt_id, i.started_at, i.delivery_id, i.attempt, i.account, i.event_id, i.endpoint_id,
+		NOT EXISTS (SELECT 1 FROM webhooks.attempt_rows a WHERE a.attempt_id = i.attempt_id AND a.started_at = i.started_at)
+			AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d
+				WHERE d.id = i.delivery_id AND d.a_id = i.attempt_id AND d.a_started_at = i.started_at) AS fresh,
+		COALESCE(
+			NULLIF((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = i.endpoint_id), i.account),
+			NULLIF((SELECT d.account FROM webhooks.deliveries d WHERE d.id = i.delivery_id), i.account)) AS other
+	FROM hookd_attempts_in i
+), r AS (
+	SELECT c.*, fresh AND other IS NULL AND row_number() OVER (PARTITION BY delivery_id, fresh AND other IS NULL
+		ORDER BY started_at, attempt, attempt_id) = 1 AS first
+	FROM c
+), u AS (
+	UPDATE hookd_attempts_in i SET fresh = r.fresh, foreign_account = CASE WHEN r.fresh THEN r.other END,
+		inline = r.first AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d WHERE d.id = r.delivery_id
+			AND (d.a_id IS NOT NULL OR d.account <> r.account OR d.event_id <> r.event_id OR d.endpoint_id <> r.endpoint_id))
+	FROM r WHERE r.attempt_id = i.attempt_id AND r.started_at = i.started_at
+	RETURNING i.attempt_id, i.delivery_id, i.endpoint_id, i.account, i.foreign_account
+)
+SELECT attempt_id, delivery_id, endpoint_id, account, foreign_account FROM u WHERE foreign_account IS NOT NULL`
+
+// appendAttempts appends the fresh attempts that no delivery row holds.
+// One another writer appended meanwhile (two writers of one record during
+// a rebalance) is no longer fresh: it changes nothing twice.
+const appendAttempts = `WITH ins AS (
+	INSERT INTO webhooks.attempt_rows (` + attemptRowColumns + `)
+	SELECT ` + attemptRowColumns + ` FROM hookd_attempts_in WHERE fresh AND NOT inline
 	ON CONFLICT DO NOTHING
 	RETURNING attempt_id, started_at
 )
-UPDATE hookd_attempts_in i SET fresh = true FROM ins
-WHERE i.attempt_id = ins.attempt_id AND i.started_at = ins.started_at
-RETURNING i.attempt_id`
+UPDATE hookd_attempts_in i SET fresh = false
+WHERE i.fresh AND NOT i.inline AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.attempt_id = i.attempt_id AND ins.started_at = i.started_at)`
 
-// Mark the new rows whose account is not their endpoint's (the account
-// that created the endpoint id, live or deleted: ids are never reused) or
-// not their delivery row's. Such an attempt was made for one account at an
-// endpoint of another (a forged or stale record, or one from before ids
-// were kept): it stays in the log under its own account, never touches the
-// endpoint's health, and moves only its own account's delivery row, and
-// only to dead (the dispatcher dead-letters it as account_mismatch): never
-// to delivered or retrying on the strength of another account's receiver.
-const markForeign = `WITH o AS (
-	SELECT i.attempt_id, i.started_at, COALESCE(
-		NULLIF((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = i.endpoint_id), i.account),
-		NULLIF((SELECT d.account FROM webhooks.deliveries d WHERE d.id = i.delivery_id), i.account)) AS other
-	FROM hookd_attempts_in i WHERE i.fresh
-)
-UPDATE hookd_attempts_in i SET foreign_account = o.other FROM o
-WHERE i.attempt_id = o.attempt_id AND i.started_at = o.started_at AND o.other IS NOT NULL
-RETURNING i.attempt_id, i.delivery_id, i.endpoint_id, i.account, i.foreign_account`
+// appendUnheld appends the attempts meant to be held by their delivery
+// row that it does not hold (the row changed under the writer): none is
+// lost.
+const appendUnheld = `INSERT INTO webhooks.attempt_rows (` + attemptRowColumns + `)
+SELECT ` + attemptRowColumns + ` FROM hookd_attempts_in i
+WHERE i.inline AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d
+	WHERE d.id = i.delivery_id AND d.a_id = i.attempt_id AND d.a_started_at = i.started_at)
+ON CONFLICT DO NOTHING`
 
 // deliverySource is, per delivery of the batch, its newest new attempt (by
-// start time, then attempt number) and its highest attempt number among the
-// attempts actually made.
-const deliverySource = `WITH f AS (
+// start time, then attempt number), its highest attempt number among the
+// attempts actually made, and the fields (il_*) of the attempt its row is
+// to hold, if holds. Window functions rather than joins: the staging table
+// has no statistics, and the planner would nest loops over it.
+var deliverySource = `WITH f AS (
 	SELECT * FROM hookd_attempts_in WHERE fresh AND (foreign_account IS NULL OR next_action = 'dead_letter')
 ),
+w AS (
+	SELECT f.*,
+		-- deferred and skipped records carry the number of an attempt not made
+		COALESCE(max(attempt) FILTER (WHERE outcome NOT IN ('deferred', 'skipped')) OVER (PARTITION BY delivery_id), 0) AS max_attempt,
+		bool_or(inline) OVER (PARTITION BY delivery_id) AS holds,
+		` + joinFields(func(f [2]string) string { return "first_value(" + f[1] + ") OVER held AS il_" + f[1] }) + `
+	FROM f
+	WINDOW held AS (PARTITION BY delivery_id ORDER BY inline DESC)
+),
 latest AS (
-	SELECT DISTINCT ON (delivery_id) * FROM f ORDER BY delivery_id, started_at DESC, attempt DESC, attempt_id DESC
+	SELECT DISTINCT ON (delivery_id) * FROM w ORDER BY delivery_id, started_at DESC, attempt DESC, attempt_id DESC
 ),
 src AS (
-	SELECT l.*, m.max_attempt,
+	SELECT l.*,
 		CASE l.next_action WHEN 'done' THEN 'delivered' WHEN 'dead_letter' THEN 'dead' WHEN 'retry' THEN 'retrying' END AS new_status,
 		COALESCE(NULLIF(l.error, ''), NULLIF(l.error_class, '')) AS last_error,
 		l.started_at + make_interval(secs => l.duration_ms / 1000.0) AS finished_at
-	FROM latest l JOIN (
-		-- deferred and skipped records carry the number of an attempt not made
-		SELECT delivery_id, COALESCE(max(attempt) FILTER (WHERE outcome NOT IN ('deferred', 'skipped')), 0) AS max_attempt
-		FROM f GROUP BY delivery_id
-	) m USING (delivery_id)
+	FROM latest l
 )
 `
 
 // Create the rows the router has not inserted yet, with the state of their
 // newest attempt; raise the attempt count of the others that
 // applyDeliveryState (which runs first) did not move.
-const upsertDeliveries = deliverySource + `
+var upsertDeliveries = deliverySource + `
 INSERT INTO webhooks.deliveries AS d (id, event_id, endpoint_id, account, event_type, status, attempts,
 	last_status_code, last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset,
-	event_created_at, delivered_at, last_attempt_at)
-SELECT delivery_id, event_id, endpoint_id, account, event_type, COALESCE(new_status, 'pending'), max_attempt,
-	status_code, last_error,
-	CASE WHEN new_status = 'retrying' THEN next_due_at END,
-	CASE WHEN new_status = 'dead' THEN dead_reason END,
-	CASE WHEN new_status = 'dead' THEN dlq_topic END,
-	CASE WHEN new_status = 'dead' THEN dlq_partition END,
-	CASE WHEN new_status = 'dead' THEN dlq_offset END,
-	event_created_at,
-	CASE WHEN new_status = 'delivered' THEN finished_at END,
-	CASE WHEN new_status IS NOT NULL THEN started_at END
-FROM src
-ORDER BY delivery_id
+	event_created_at, delivered_at, last_attempt_at, ` + inlineColumns + `)
+SELECT s.delivery_id, s.event_id, s.endpoint_id, s.account, s.event_type, COALESCE(s.new_status, 'pending'), s.max_attempt,
+	s.status_code, s.last_error,
+	CASE WHEN s.new_status = 'retrying' THEN s.next_due_at END,
+	CASE WHEN s.new_status = 'dead' THEN s.dead_reason END,
+	CASE WHEN s.new_status = 'dead' THEN s.dlq_topic END,
+	CASE WHEN s.new_status = 'dead' THEN s.dlq_partition END,
+	CASE WHEN s.new_status = 'dead' THEN s.dlq_offset END,
+	s.event_created_at,
+	CASE WHEN s.new_status = 'delivered' THEN s.finished_at END,
+	CASE WHEN s.new_status IS NOT NULL THEN s.started_at END,
+	` + inlineValues + `
+FROM src s
+ORDER BY s.delivery_id
 ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, updated_at = now()
 WHERE d.attempts < EXCLUDED.attempts AND d.account = EXCLUDED.account`
 
@@ -203,27 +244,62 @@ WHERE d.attempts < EXCLUDED.attempts AND d.account = EXCLUDED.account`
 // update. A terminal row (delivered, dead) only moves on
 // for a replay's attempt, or from dead to delivered (the endpoint did get
 // it); never back to retrying because a stale or duplicated attempt arrived.
-const applyDeliveryState = deliverySource + `
+var applyDeliveryState = deliverySource + `
 UPDATE webhooks.deliveries d SET
-	status = s.new_status,
-	last_status_code = s.status_code,
-	last_error = s.last_error,
-	next_due_at = CASE WHEN s.new_status = 'retrying' THEN s.next_due_at END,
-	dead_reason = CASE WHEN s.new_status = 'dead' THEN s.dead_reason END,
-	dlq_topic = CASE WHEN s.new_status = 'dead' THEN s.dlq_topic END,
-	dlq_partition = CASE WHEN s.new_status = 'dead' THEN s.dlq_partition END,
-	dlq_offset = CASE WHEN s.new_status = 'dead' THEN s.dlq_offset END,
-	delivered_at = CASE WHEN s.new_status = 'delivered' THEN s.finished_at END,
-	last_attempt_at = s.started_at,
+	status = CASE WHEN ` + movesState + ` THEN s.new_status ELSE d.status END,
+	last_status_code = CASE WHEN ` + movesState + ` THEN s.status_code ELSE d.last_status_code END,
+	last_error = CASE WHEN ` + movesState + ` THEN s.last_error ELSE d.last_error END,
+	next_due_at = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'retrying' THEN s.next_due_at END ELSE d.next_due_at END,
+	dead_reason = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'dead' THEN s.dead_reason END ELSE d.dead_reason END,
+	dlq_topic = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'dead' THEN s.dlq_topic END ELSE d.dlq_topic END,
+	dlq_partition = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'dead' THEN s.dlq_partition END ELSE d.dlq_partition END,
+	dlq_offset = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'dead' THEN s.dlq_offset END ELSE d.dlq_offset END,
+	delivered_at = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'delivered' THEN s.finished_at END ELSE d.delivered_at END,
+	last_attempt_at = CASE WHEN ` + movesState + ` THEN s.started_at ELSE d.last_attempt_at END,
 	attempts = GREATEST(d.attempts, s.max_attempt),
+	` + holdInline + `,
 	updated_at = now()
 FROM src s
 WHERE d.id = s.delivery_id AND d.account = s.account
-	AND s.new_status IS NOT NULL
+	AND (` + movesState + ` OR d.attempts < s.max_attempt OR (s.holds AND d.a_id IS NULL))`
+
+// movesState says whether a delivery row (d) moves to the state of the
+// newest attempt of the batch (s): when it is newer than the one the row
+// reflects. A terminal row (delivered, dead) only moves on for a replay's
+// attempt, or from dead to delivered (the endpoint did get it); never back
+// to retrying because a stale or duplicated attempt arrived.
+const movesState = `(s.new_status IS NOT NULL
 	AND (d.last_attempt_at IS NULL OR s.started_at > d.last_attempt_at)
 	AND (d.status NOT IN ('delivered', 'dead')
 		OR s.replay_id IS NOT NULL
-		OR (d.status = 'dead' AND s.new_status = 'delivered'))`
+		OR (d.status = 'dead' AND s.new_status = 'delivered')))`
+
+// inlineFields pairs the columns of a delivery row that hold an attempt
+// with the attempt's.
+var inlineFields = [][2]string{
+	{"a_id", "attempt_id"}, {"a_attempt", "attempt"}, {"a_tier", "tier"}, {"a_started_at", "started_at"},
+	{"a_duration_ms", "duration_ms"}, {"a_status_code", "status_code"}, {"a_outcome", "outcome"},
+	{"a_error_class", "error_class"}, {"a_error", "error"}, {"a_response_excerpt", "response_excerpt"},
+	{"a_next_action", "next_action"}, {"a_replay_id", "replay_id"}, {"a_destination", "destination"},
+	{"a_body_sha256", "body_sha256"},
+}
+
+var (
+	inlineColumns = joinFields(func(f [2]string) string { return f[0] })
+	inlineValues  = joinFields(func(f [2]string) string { return "CASE WHEN s.holds THEN s.il_" + f[1] + " END" })
+	// holdInline sets a row's held attempt if it holds none yet.
+	holdInline = joinFields(func(f [2]string) string {
+		return f[0] + " = CASE WHEN d.a_id IS NULL AND s.holds THEN s.il_" + f[1] + " ELSE d." + f[0] + " END"
+	})
+)
+
+func joinFields(render func([2]string) string) string {
+	parts := make([]string, len(inlineFields))
+	for i, f := range inlineFields {
+		parts[i] = render(f)
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Failure and success, for endpoint health. Attempts that made no request
 // (circuit open, deferred, skipped) say nothing about the endpoint.
@@ -293,15 +369,21 @@ FROM (
 WHERE e.id = g.id AND e.status = 'active' AND (g.gone OR ($4 AND e.failing_since <= $2))
 ` + disabledReturning
 
-// WriteAttempts appends a batch of attempt records to webhooks.attempts with
-// COPY, and in the same transaction moves each delivery's state row and each
-// endpoint's health on, then disables the endpoints that answered 410 or
+// WriteAttempts appends a batch of attempt records to the attempt log (the
+// view webhooks.attempts), staged with COPY, and in the same transaction
+// writes the batch's pending rows and moves each delivery's state row and
+// each endpoint's health on, then disables the endpoints that answered 410 or
 // have been failing for longer than DisableAfter. It is idempotent: records
 // already in the log change nothing. A record whose account is not its
 // endpoint's or its delivery row's is appended under its own account but
 // changes no other account's state; it is listed in Mismatched. An error
 // wrapping ErrInvalidData means the batch can never be written as is; any
 // other error is worth retrying.
+//
+// Rows written: a delivery's row holds its first logged attempt, so a
+// delivery whose pending record and first attempt share the batch costs one
+// insert; one whose pending row is already there, one update. Later
+// attempts get rows of their own in webhooks.attempt_rows.
 func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (WriteAttemptsResult, error) {
 	res := WriteAttemptsResult{Inserted: map[string]bool{}}
 	rows := attemptRows(p.Records)
@@ -322,30 +404,35 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"hookd_attempts_in"}, attemptInColumns, pgx.CopyFromRows(rows)); err != nil {
 		return res, wrapWriteError("copying attempts", err)
 	}
-	ids, err := txStrings(ctx, tx, insertAttempts)
+	// The pending rows with no attempt of their account in the batch come
+	// first, as a lone pending batch would, so that the account checks see
+	// them.
+	if res.Mismatched, err = writePending(ctx, tx, p.Pending, pendingWithoutAttempt); err != nil {
+		return res, err
+	}
+	am, err := collectMismatches(tx.Query(ctx, classifyAttempts))
+	if err != nil {
+		return res, wrapWriteError("classifying attempts", err)
+	}
+	if _, err := tx.Exec(ctx, appendAttempts); err != nil {
+		return res, wrapWriteError("appending attempts", err)
+	}
+	ids, err := txStrings(ctx, tx, `SELECT attempt_id FROM hookd_attempts_in WHERE fresh`)
 	if err != nil {
 		return res, wrapWriteError("appending attempts", err)
 	}
 	for _, id := range ids {
 		res.Inserted[id] = true
 	}
-	// The pending rows with no fresh attempt of their account in the batch
-	// come first, as a lone pending batch would, so that the account checks
-	// below see them.
-	if res.Mismatched, err = writePending(ctx, tx, p.Pending, pendingWithoutAttempt); err != nil {
-		return res, err
-	}
 	if len(ids) > 0 {
-		am, err := collectMismatches(tx.Query(ctx, markForeign))
-		if err != nil {
-			return res, wrapWriteError("checking accounts", err)
-		}
 		res.Mismatched = append(res.Mismatched, am...)
-		// Existing rows move first, in one update each; then the rows not
-		// there yet are inserted in their final state.
+		// Existing rows move first, in one update each (state, attempt
+		// count, held attempt); then the rows not there yet are inserted in
+		// their final state, holding their first attempt.
 		for _, step := range []struct{ what, sql string }{
 			{"updating delivery state", applyDeliveryState},
 			{"creating delivery rows", upsertDeliveries},
+			{"appending attempts", appendUnheld},
 			{"recording endpoint health", upsertEndpointHealth},
 			{"updating failing_since", updateFailingSince},
 		} {

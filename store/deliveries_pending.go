@@ -46,13 +46,13 @@ type rowsQuerier interface {
 }
 
 // Which pending rows of a batch writePending writes. Inside WriteAttempts,
-// the rows whose delivery has a fresh attempt of the same account in the
+// the rows whose delivery has an attempt of the same account in the
 // staging table are written last (pendingWithAttempt), after that attempt
 // created the row in its final state, so that they cost nothing; the
 // others first (pendingWithoutAttempt), as a lone pending batch would.
 const (
 	pendingAll            = `true`
-	pendingWithAttempt    = `EXISTS (SELECT 1 FROM hookd_attempts_in a WHERE a.fresh AND a.delivery_id = t.id AND a.account = t.account)`
+	pendingWithAttempt    = `EXISTS (SELECT 1 FROM hookd_attempts_in a WHERE a.delivery_id = t.id AND a.account = t.account)`
 	pendingWithoutAttempt = `NOT ` + pendingWithAttempt
 )
 

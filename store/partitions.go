@@ -15,11 +15,12 @@ type PartitionResult struct {
 	Dropped []string
 }
 
-// MaintainAttemptPartitions keeps one partition of webhooks.attempts per UTC
-// day: it creates the partitions for today and the next ahead days if they
-// are missing, and drops every daily partition that ends before
-// now - retention. It is idempotent and cheap; hookd runs it at start-up and
-// then hourly.
+// MaintainAttemptPartitions keeps one partition of the attempt log
+// (webhooks.attempt_rows) per UTC day: it creates the partitions for today
+// and the next ahead days if they are missing, and drops every daily
+// partition that ends before now - retention, moving the horizon of the
+// attempts delivery rows hold (webhooks.attempt_horizon) past its day. It
+// is idempotent and cheap; hookd runs it at start-up and then hourly.
 func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ahead int, retention time.Duration) (PartitionResult, error) {
 	var res PartitionResult
 	if ahead < 0 {
@@ -46,7 +47,7 @@ func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ah
 		from := today.AddDate(0, 0, i)
 		name := attemptPartitionName(from)
 		_, err := conn.Exec(ctx, fmt.Sprintf(
-			`CREATE TABLE IF NOT EXISTS webhooks.%s PARTITION OF webhooks.attempts FOR VALUES FROM ('%s') TO ('%s')`,
+			`CREATE TABLE IF NOT EXISTS webhooks.%s PARTITION OF webhooks.attempt_rows FOR VALUES FROM ('%s') TO ('%s')`,
 			name, from.Format(time.RFC3339), from.AddDate(0, 0, 1).Format(time.RFC3339)))
 		if err != nil {
 			return res, fmt.Errorf("creating attempt partition %s: %s", name, oneLine(err))
@@ -69,6 +70,10 @@ func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ah
 		if _, err := conn.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS webhooks.%s`, name)); err != nil {
 			return res, fmt.Errorf("dropping attempt partition %s: %s", name, oneLine(err))
 		}
+		// The attempts delivery rows hold for that day go with it.
+		if _, err := conn.Exec(ctx, `UPDATE webhooks.attempt_horizon SET horizon = $1 WHERE horizon < $1`, day.AddDate(0, 0, 1)); err != nil {
+			return res, fmt.Errorf("moving the attempt log horizon past %s: %s", name, oneLine(err))
+		}
 		res.Dropped = append(res.Dropped, name)
 	}
 	return res, nil
@@ -80,7 +85,7 @@ func (s *Store) attemptPartitions(ctx context.Context) ([]string, error) {
 		JOIN pg_class c ON c.oid = i.inhrelid
 		JOIN pg_class p ON p.oid = i.inhparent
 		JOIN pg_namespace n ON n.oid = p.relnamespace
-		WHERE n.nspname = 'webhooks' AND p.relname = 'attempts'
+		WHERE n.nspname = 'webhooks' AND p.relname = 'attempt_rows'
 		ORDER BY c.relname`)
 	if err != nil {
 		return nil, fmt.Errorf("listing attempt partitions: %s", oneLine(err))
@@ -97,7 +102,8 @@ func (s *Store) attemptPartitions(ctx context.Context) ([]string, error) {
 	return names, rows.Err()
 }
 
-// AttemptPartitions lists the partitions of webhooks.attempts by name.
+// AttemptPartitions lists the partitions of the attempt log
+// (webhooks.attempt_rows) by name.
 func (s *Store) AttemptPartitions(ctx context.Context) ([]string, error) {
 	return s.attemptPartitions(ctx)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/store"
 )
@@ -73,11 +74,18 @@ func TestMaintainAttemptPartitions(t *testing.T) {
 	require.NoError(t, err)
 	var part string
 	require.NoError(t, db.Store.Pool().QueryRow(ctx,
-		`SELECT tableoid::regclass::text FROM webhooks.attempts WHERE attempt_id = 'a1'`).Scan(&part))
+		`SELECT tableoid::regclass::text FROM webhooks.attempt_rows WHERE attempt_id = 'a1'`).Scan(&part))
 	require.Equal(t, "webhooks.attempts_p20260310", part)
 
+	// A delivery row holding its first attempt, made the same day.
+	_, err = db.Store.WriteAttempts(ctx, store.WriteAttemptsParams{Now: now,
+		Records: []*attempt.Record{rec("d_held", "ep1", 1, attempt.OutcomeDelivered, attempt.NextDone)}})
+	require.NoError(t, err)
+	require.Equal(t, 2, countAll(t, db))
+
 	// 40 days later with a 30-day retention, the March partitions are gone
-	// and the new days exist.
+	// and the new days exist; the attempt the delivery row holds is gone
+	// from the log with its day.
 	later := now.AddDate(0, 0, 40)
 	res, err = db.Store.MaintainAttemptPartitions(ctx, later, 1, 30*24*time.Hour)
 	require.NoError(t, err)
@@ -87,7 +95,16 @@ func TestMaintainAttemptPartitions(t *testing.T) {
 	require.True(t, slices.Contains(names, "attempts_default"))
 	require.True(t, slices.Contains(names, "attempts_p20260419"))
 	require.False(t, slices.Contains(names, "attempts_p20260310"))
+	require.Zero(t, countAll(t, db))
+	require.Equal(t, "delivered", getDelivery(t, db, "d_held").Status, "the delivery row stays")
 
 	_, err = db.Store.MaintainAttemptPartitions(ctx, later, 1, time.Hour)
 	require.ErrorContains(t, err, "attempt retention")
+}
+
+func countAll(t *testing.T, db *pgtest.DB) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM webhooks.attempts`).Scan(&n))
+	return n
 }

@@ -85,12 +85,31 @@ func TestWriteAttemptsInsertsADeliveryOnceWithItsPendingRecord(t *testing.T) {
 		require.NoError(t, err)
 	})
 	require.Equal(t, tableWrites{Inserted: n}, dw, "deliveries: one insert each, no update")
-	require.Equal(t, tableWrites{Inserted: n}, aw)
-	for i := range n {
-		d := getDelivery(t, db, fmt.Sprintf("dlv_%02d", i))
+	require.Equal(t, tableWrites{}, aw, "the delivery rows hold the attempts")
+	requireLogged(t, db, recs)
+}
+
+// requireLogged asserts that the delivery log answers for recs, all of them
+// first attempts answered 200, what it answered when each had a row of its
+// own.
+func requireLogged(t *testing.T, db *pgtest.DB, recs []*attempt.Record) {
+	t.Helper()
+	for _, r := range recs {
+		d := getDelivery(t, db, r.DeliveryID)
 		require.Equal(t, "delivered", d.Status)
 		require.Equal(t, 1, d.Attempts)
+		as, err := db.Store.AttemptsOfDelivery(context.Background(), "acct_1", r.DeliveryID, 0)
+		require.NoError(t, err)
+		require.Len(t, as, 1)
+		require.Equal(t, r.AttemptID, as[0].AttemptID)
+		require.Equal(t, 200, as[0].StatusCode)
+		require.Equal(t, string(r.Outcome), as[0].Outcome)
+		require.True(t, r.StartedAt.Equal(as[0].StartedAt))
+		require.Equal(t, r.Tier, as[0].Tier)
 	}
+	var n int
+	require.NoError(t, db.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM webhooks.attempts`).Scan(&n))
+	require.Equal(t, len(recs), n)
 }
 
 // Issue 15: an attempt of a delivery whose pending row was written in an
@@ -108,14 +127,43 @@ func TestWriteAttemptsUpdatesAPendingRowOnce(t *testing.T) {
 		recs, pending = append(recs, r), append(pending, pendingOf(r))
 	}
 	require.NoError(t, db.Store.InsertPendingDeliveries(context.Background(), pending))
-	dw, _ := countWrites(t, db, func(st *store.Store) {
+	dw, aw := countWrites(t, db, func(st *store.Store) {
 		_, err := st.WriteAttempts(context.Background(), store.WriteAttemptsParams{Records: recs, Now: t0, DisableAfter: 72 * time.Hour})
 		require.NoError(t, err)
 	})
 	require.Equal(t, tableWrites{Updated: n}, dw, "deliveries: one update each")
-	for i := range n {
-		d := getDelivery(t, db, fmt.Sprintf("dlv_%02d", i))
-		require.Equal(t, "delivered", d.Status)
-		require.Equal(t, 1, d.Attempts)
-	}
+	require.Equal(t, tableWrites{}, aw, "the delivery rows hold the attempts")
+	requireLogged(t, db, recs)
+}
+
+// Issue 15: a delivery row holds its first attempt only; the later ones
+// (retries, a replay) have rows of their own, and records read again change
+// nothing, whichever holds them.
+func TestWriteAttemptsHoldsTheFirstAttemptOnly(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	addEndpoint(t, db, "ep1")
+	a1 := rec("dlv_r", "ep1", 1, attempt.OutcomeRetry, attempt.NextRetry)
+	a2 := rec("dlv_r", "ep1", 2, attempt.OutcomeRetry, attempt.NextRetry)
+	a3 := rec("dlv_r", "ep1", 3, attempt.OutcomeDelivered, attempt.NextDone)
+	res := write(t, db, t0, a1, a2)
+	require.Len(t, res.Inserted, 2)
+	res = write(t, db, t0, a3, a1)
+	require.Equal(t, map[string]bool{a3.AttemptID: true}, res.Inserted, "a1 read again is not new")
+	var held string
+	var rows int
+	require.NoError(t, db.Store.Pool().QueryRow(context.Background(), `SELECT a_id,
+		(SELECT count(*) FROM webhooks.attempt_rows WHERE delivery_id = 'dlv_r') FROM webhooks.deliveries WHERE id = 'dlv_r'`).Scan(&held, &rows))
+	require.Equal(t, a1.AttemptID, held)
+	require.Equal(t, 2, rows)
+	as, err := db.Store.AttemptsOfDelivery(context.Background(), "acct_1", "dlv_r", 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{a1.AttemptID, a2.AttemptID, a3.AttemptID}, []string{as[0].AttemptID, as[1].AttemptID, as[2].AttemptID})
+	d := getDelivery(t, db, "dlv_r")
+	require.Equal(t, "delivered", d.Status)
+	require.Equal(t, 3, d.Attempts)
+
+	res = write(t, db, t0, a1, a2, a3)
+	require.Empty(t, res.Inserted, "nothing is new")
+	require.Equal(t, 3, countAttempts(t, db, "dlv_r"))
 }
