@@ -256,9 +256,11 @@ func TestKafkaOutageIsNotReadyThenRecovers(t *testing.T) {
 	outage := time.Now()
 	k.down.Store(true)
 	wait.For(t, 10*time.Second, "not ready", func() bool { s, _ := p.readyz(t); return s == http.StatusServiceUnavailable })
+	asked := time.Now()
 	_, body := p.readyz(t)
+	took := time.Since(asked)
 	require.Regexp(t, `^unreachable since \S+Z \(\d+s\): .+`, body["kafka"])
-	t.Logf("/readyz during the outage: %v", body)
+	t.Logf("/readyz during the outage (answered in %s): %v", took, body)
 	wait.For(t, 30*time.Second, "an outage of twice the DrainTimeout", func() bool { return time.Since(outage) > 2*drain })
 	if err, ok := p.returned(); ok {
 		t.Fatalf("the process stopped during the outage: %v", err)
