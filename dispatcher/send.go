@@ -122,10 +122,13 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	u := *p.url
 	req.URL = &u
 	ts := signature.Timestamp(time.Now()) // receivers check it against their wall clock
+	// One backing array for the three values of this request.
+	vals := [...]string{d.EventID, ts, p.signer.Sign(d.EventID, ts, d.Body)}
+	v := vals[:]
 	req.Header = http.Header{
-		"Webhook-Id":        {d.EventID},
-		"Webhook-Timestamp": {ts},
-		"Webhook-Signature": {p.signer.Sign(d.EventID, ts, d.Body)},
+		"Webhook-Id":        v[0:1:1],
+		"Webhook-Timestamp": v[1:2:2],
+		"Webhook-Signature": v[2:3:3],
 		"Content-Type":      contentTypeJSON,
 		"User-Agent":        s.userAgent,
 	}
