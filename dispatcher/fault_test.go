@@ -316,7 +316,6 @@ func TestFetchErrorsAreRetried(t *testing.T) {
 	stop()
 }
 
-
 // A broker unreachable for longer than the session timeout (every
 // connection closed as soon as a request arrives), with requests and
 // produces in flight and more records written during the outage: the
