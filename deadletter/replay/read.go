@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -122,10 +123,21 @@ func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
 	var fetchErr error
 	fs.EachError(func(t string, p int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
-			fetchErr = fmt.Errorf("reading %s partition %d: %w", t, p, kafkaErr(err))
+			fetchErr = fmt.Errorf("reading %s partition %d: %w", t, p, fetchError(err))
 		}
 	})
 	return fs, fetchErr
+}
+
+// fetchError marks a fetch error kgo hands over: a broker's error code is
+// waited out unless it is permanent (kafkaErr), while a batch kgo cannot
+// decode (a bad CRC, an unknown compression) is not, as waiting would
+// fetch it again and again.
+func fetchError(err error) error {
+	if _, ok := errors.AsType[*kerr.Error](err); ok {
+		return kafkaErr(err)
+	}
+	return err
 }
 
 // dropTruncated forgets the ranges whose records all fell out of retention.
