@@ -120,12 +120,14 @@ func TestProduceErrorsMidBatch(t *testing.T) {
 			const txns, perTx = 200, 5
 			done := e.insertTxns(t, e.db.Store, "pe_", txns, perTx)
 			waitFor(t, "the stream under way", 20*time.Second, func() bool { return countPrefix(events.eventIDs(t), "pe_") >= 50 })
-			// Every partition, a few requests each: mid-batch, mid-stream.
-			h := e.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.names.Events, Err: tc.err, Count: 6})
+			// Three requests, mid-stream. (After NOT_LEADER the client
+			// retries once its metadata is refreshed, up to
+			// MetadataMinAge, 5s, later.)
+			h := e.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.names.Events, Err: tc.err, Count: 3})
 			done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
-			require.NoError(t, h.Wait(ctx, 6), "the faults fired")
+			require.NoError(t, h.Wait(ctx, 3), "the faults fired")
 			end := e.walPosition(t)
 			waitFor(t, "every row published and the slot past them", 30*time.Second, func() bool {
 				return countPrefix(events.eventIDs(t), "pe_") == txns*perTx && e.slotConfirmed(t) >= end

@@ -6,11 +6,24 @@
 //
 // It confirms a WAL position to Postgres only once every record of every
 // transaction up to it has been acknowledged by Kafka, so a crash replays
-// from the last confirmed commit (duplicates, never loss); on restart it
-// always resumes from the slot's confirmed position, never from the
-// server's current one. Exactly one relay streams per slot: leadership is a
-// Postgres advisory lock held on a connection of its own; the others wait
-// and take over when it is released.
+// from the last confirmed commit (never loss); on restart it always
+// resumes from the slot's confirmed position, never from the server's
+// current one. That position can lag what was published (confirmations
+// are periodic, and Postgres persists a slot's position only at
+// checkpoints, so a Postgres crash moves it back), so every record carries
+// its row's commit LSN and outbox id (headers hookd-lsn, hookd-outbox-id)
+// and a starting leader reads the tail of the events topic back to the
+// slot's position and skips the rows it finds there: a relay restart, a
+// failover, a Postgres crash or an interrupted back-fill publishes no row
+// twice. Exactly one relay streams per slot: leadership is a Postgres
+// advisory lock held on a connection of its own; the others wait and take
+// over when it is released.
+//
+// Kafka being unreachable, for however long, costs latency, not the
+// process: unacknowledged records stop the stream from being read (the
+// replication session stays up), the outage is logged once and shown in
+// hookd_relay_stalled, and the relay resumes when Kafka does. Only Kafka
+// refusing the relay's credentials or authorization ends Run.
 //
 // A row that can never be published never blocks the rows after it: an
 // envelope larger than MaxEnvelopeBytes (the router's limit), or a record
@@ -81,8 +94,9 @@ type Config struct {
 	// often the leader checks its lock connection. Defaults to 1s.
 	LeaderPoll time.Duration
 	// StatusInterval is how often the leader reports its confirmed
-	// position to Postgres; after a crash, at most about this much of the
-	// stream is published again. Defaults to 250ms.
+	// position to Postgres; after a crash, about this much of the stream
+	// (more after a Postgres crash) is streamed again, and skipped as
+	// already published. Defaults to 250ms.
 	StatusInterval time.Duration
 	// PruneInterval is how often the leader deletes old outbox rows.
 	// Defaults to 30s.

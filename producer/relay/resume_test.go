@@ -260,3 +260,75 @@ func TestInterruptedBackfillPublishesOnce(t *testing.T) {
 	require.GreaterOrEqual(t, produces.Load(), int64(6), "the fault fired")
 	requireOnce(t, events.eventIDs(t), "bf_", rows)
 }
+
+// TestDirectProducerRecordsDoNotStopTheScan: records other producers
+// write to the events topic (no relay headers; here 3000, more than the
+// first scan windows) sit between the relay's records and the end of
+// the topic; a resumed stream still finds the relay's rows behind them
+// and skips them, and the direct records are left alone.
+func TestDirectProducerRecordsDoNotStopTheScan(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	events := collect(t, e.kafka, e.names.Events)
+	start(t, e.newRelay(t, e.lazyConfig()).Run)
+	e.waitStreaming(t)
+	e.insertTxns(t, e.db.Store, "dp_", 40, 5)()
+	waitFor(t, "the relay's rows", 20*time.Second, func() bool { return countPrefix(events.eventIDs(t), "dp_") == 200 })
+
+	cl := e.kafka.Client(t)
+	var recs []*kgo.Record
+	for i := range 3000 {
+		recs = append(recs, &kgo.Record{Topic: e.names.Events, Key: []byte(fmt.Sprintf("acct_%d", i%7)),
+			Value: fmt.Appendf(nil, `{"id":"direct_%d","account":"acct_%d","type":"t.x","data":{}}`, i, i%7)})
+	}
+	require.NoError(t, cl.ProduceSync(context.Background(), recs...).FirstErr())
+
+	terminateReplication(t, e.db.Store, e.slot)
+	e.waitStreaming(t)
+	e.insert(t, "barrier", "acct_1", "invoice.paid", true)
+	waitFor(t, "the barrier row", 30*time.Second, func() bool { return events.eventIDs(t)["barrier"] == 1 })
+	requireOnce(t, events.eventIDs(t), "dp_", 200)
+	requireOnce(t, events.eventIDs(t), "direct_", 3000)
+}
+
+// TestRelayPublishStage: every streamed row is observed once in
+// hookd_stage_latency_seconds{stage="relay_publish"}, from its commit to
+// Kafka's ack.
+func TestRelayPublishStage(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	events := collect(t, e.kafka, e.names.Events)
+	reg := prometheus.NewRegistry()
+	start(t, e.newRelayWith(t, e.relayConfig(), reg).Run)
+	e.waitStreaming(t)
+	e.insertTxns(t, e.db.Store, "sg_", 10, 3)()
+	waitFor(t, "every row", 20*time.Second, func() bool { return countPrefix(events.eventIDs(t), "sg_") == 30 })
+	waitFor(t, "30 relay_publish observations", 10*time.Second, func() bool {
+		n, _ := stageObservations(t, reg, "relay_publish")
+		return n == 30
+	})
+	n, sum := stageObservations(t, reg, "relay_publish")
+	require.Equal(t, uint64(30), n)
+	require.Greater(t, sum, 0.0)
+	require.Less(t, sum/float64(n), 10.0, "commit to ack takes seconds at most here")
+}
+
+// stageObservations reads the count and sum of one stage's histogram.
+func stageObservations(t testing.TB, reg *prometheus.Registry, stage string) (uint64, float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "hookd_stage_latency_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" && l.GetValue() == stage {
+					return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return 0, 0
+}

@@ -331,11 +331,11 @@ func (s *session) drain(ctx context.Context) {
 	dctx, cancel := drain.Context(ctx, s.r.cfg.DrainTimeout)
 	defer cancel()
 	if err := s.pub.flush(dctx); err != nil {
-		s.r.logger.WarnContext(dctx, "relay drain: unacknowledged records will be re-published by the next leader", "error", err.Error())
+		s.r.logger.WarnContext(dctx, "relay drain: unacknowledged records will be published by the next leader", "error", err.Error())
 	}
 	s.cancelProduce()
 	if err := s.sendStatus(dctx, false); err != nil {
-		s.r.logger.WarnContext(dctx, "relay drain: final confirmation failed; the next leader re-publishes from the previous one", "error", err.Error())
+		s.r.logger.WarnContext(dctx, "relay drain: final confirmation failed; the next leader streams again from the previous one and skips what is published", "error", err.Error())
 	}
 	s.r.logger.InfoContext(dctx, "relay stopped streaming", "confirmed_lsn", s.sent.String())
 }
