@@ -151,12 +151,12 @@ func (b *bench) b2(ctx context.Context, s *stack) (float64, *PGWrites, string, e
 	}
 	defer drop()
 	pgBefore, pgErr := pgStats(ctx, dbURL)
-	cpuBefore, cpuOK := b.pgCPU.read()
+	cpuBefore := b.pgCPU.read()
 	cmd := exec.CommandContext(ctx, b.riverBin, "--database-url", dbURL, "--deliveries", f, "--workers", "256", "--timeout", "5m")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	cpuAfter, cpuOK2 := b.pgCPU.read()
+	cpuAfter := b.pgCPU.read()
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("river-sender: %v: %s", err, stderr.String())
 	}
@@ -171,9 +171,7 @@ func (b *bench) b2(ctx context.Context, s *stack) (float64, *PGWrites, string, e
 	if pgErr == nil {
 		if pgAfter, err := pgStats(ctx, dbURL); err == nil {
 			w = writesBetween(pgBefore, pgAfter, res.Completed, "")
-			if cpuOK && cpuOK2 {
-				w.ServerCPUUsPerDelivery = (cpuAfter - cpuBefore).Seconds() / float64(max(res.Completed, 1)) * 1e6
-			}
+			w.ServerCPUUsPerDelivery, w.WALSenderCPUUsPerDelivery = perDelivery(cpuBefore, cpuAfter, res.Completed)
 		}
 	}
 	note := ""

@@ -90,9 +90,12 @@ type Results struct {
 	ScaleOut           *ScaleOut `json:"scale_out"`
 	// AttemptLogCatchUpS is how long after the saturation phase's last
 	// delivery the delivery log showed all of them delivered.
-	AttemptLogCatchUpS float64              `json:"attempt_log_catch_up_seconds"`
-	Series             map[string][]float64 `json:"throughput_series_per_second"`
-	Notes              []string             `json:"notes"`
+	AttemptLogCatchUpS float64 `json:"attempt_log_catch_up_seconds"`
+	// LoggedRate is the saturation phase's deliveries per second counted
+	// up to the delivery log showing the last of them delivered.
+	LoggedRate float64              `json:"saturation_logged_deliveries_per_second"`
+	Series     map[string][]float64 `json:"throughput_series_per_second"`
+	Notes      []string             `json:"notes"`
 
 	cdf map[string][]float64
 }
@@ -307,7 +310,7 @@ func (b *bench) onSaturationStack(ctx context.Context) error {
 	}
 	r.Saturation, r.Delivered, r.Lost, r.Procs, r.Writes = m.rate, m.delivered, r.Lost+m.lost, m.procs, m.writes
 	st.Saturation, st.Delivered, st.Lost, st.Writes = m.rate, m.delivered, m.lost, m.writes
-	r.GeneratedRate, r.AttemptLogCatchUpS = m.generated, m.logLag.Seconds()
+	r.GeneratedRate, r.AttemptLogCatchUpS, r.LoggedRate = m.generated, m.logLag.Seconds(), m.logRate
 	b.noteGenerator(m)
 	if !b.cfg.Skip["latency"] {
 		if err := b.latencies(ctx, sat); err != nil {
@@ -528,31 +531,32 @@ func (b *bench) runLoad(ctx context.Context, s *stack, name string, rate float64
 	}
 }
 
-// waitIdle waits until hookd's processes together use under a tenth of a
-// core (the attempt-log writer catching up after a saturation phase would
-// otherwise steal CPU from the next measurement), at most 3 minutes.
+// waitIdle waits until hookd's processes and the Postgres server together
+// use under a tenth of a core (the attempt-log writer, Postgres and its
+// autovacuum catching up after a saturation phase would otherwise steal
+// CPU from the next measurement), at most 3 minutes.
 func (b *bench) waitIdle(ctx context.Context, s *stack) {
 	deadline := time.Now().Add(3 * time.Minute)
 	prev := b.procStats(s)
+	prevPG := b.pgCPU.read().total
 	for time.Now().Before(deadline) {
-		t := time.NewTimer(time.Second) // sampling interval
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if pause(ctx, time.Second) != nil { // sampling interval
 			return
-		case <-t.C:
 		}
 		cur := b.procStats(s)
+		curPG := b.pgCPU.read().total
 		var used time.Duration
 		for n, st := range cur {
 			used += st.CPU - prev[n].CPU
 		}
-		prev = cur
-		b.setPhase("waiting for hookd to go idle (%.2f cores busy)", used.Seconds())
-		if used < 100*time.Millisecond {
+		pgUsed := curPG - prevPG
+		prev, prevPG = cur, curPG
+		b.setPhase("waiting for hookd and Postgres to go idle (%.2f + %.2f cores busy)", used.Seconds(), pgUsed.Seconds())
+		if used+pgUsed < 100*time.Millisecond {
 			return
 		}
 	}
+	b.cfg.Logger.Warn("hookbench: hookd and Postgres still busy after 3 minutes; measuring anyway")
 }
 
 func (b *bench) procStats(s *stack) map[string]chaos.ProcStats {
@@ -614,6 +618,9 @@ type satRun struct {
 	// logLag is how long after the last delivery the delivery log showed
 	// every delivery of the phase delivered.
 	logLag time.Duration
+	// logRate is deliveries per second from the first delivery to the
+	// delivery log showing the last one delivered.
+	logRate float64
 }
 
 // saturation offers OfferedRate for Saturation and measures the delivery
@@ -627,7 +634,7 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 		return nil, err
 	}
 	before := b.procStats(s)
-	pgCPUBefore, pgCPUOK := b.pgCPU.read()
+	pgCPUBefore := b.pgCPU.read()
 	start := time.Now()
 	l, ok, lost, err := b.runLoad(ctx, s, name, b.cfg.OfferedRate, b.cfg.Saturation, 50, nil)
 	if err != nil {
@@ -639,14 +646,12 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 	}
 	b.waitIdle(ctx, s)
 	after := b.procStats(s)
-	pgCPUAfter, pgCPUOK2 := b.pgCPU.read()
+	pgCPUAfter := b.pgCPU.read()
 	if pgErr == nil {
 		var pgAfter pgSnapshot
 		if pgAfter, pgErr = pgStats(ctx, s.dbURL); pgErr == nil {
 			m.writes = writesBetween(pgBefore, pgAfter, len(ok), "webhooks.outbox")
-			if pgCPUOK && pgCPUOK2 {
-				m.writes.ServerCPUUsPerDelivery = (pgCPUAfter - pgCPUBefore).Seconds() / float64(max(len(ok), 1)) * 1e6
-			}
+			m.writes.ServerCPUUsPerDelivery, m.writes.WALSenderCPUUsPerDelivery = perDelivery(pgCPUBefore, pgCPUAfter, len(ok))
 		}
 	}
 	if pgErr != nil {
@@ -660,6 +665,7 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 	if len(times) > 1 {
 		if span := times[len(times)-1].Sub(times[0]).Seconds(); span > 0 {
 			m.rate = float64(len(ok)) / span
+			m.logRate = float64(len(ok)) / (span + m.logLag.Seconds())
 		}
 	}
 	committed, _, _ := l.Counts()

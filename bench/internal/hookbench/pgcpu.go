@@ -68,13 +68,14 @@ func ticks(f []string, idx ...int) time.Duration {
 
 // serverCPU is the Postgres server's CPU time so far: the postmaster's own,
 // that of its children that have exited (cutime and cstime: backends of
-// closed connections) and that of the live ones.
-func serverCPU(postmaster int) (time.Duration, error) {
+// closed connections) and that of the live ones; walSender is the part of
+// the live WAL senders (the relay's logical decoding).
+func serverCPU(postmaster int) (total, walSender time.Duration, err error) {
 	f, err := statFields(postmaster)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	total := ticks(f, 11, 12, 13, 14)
+	total = ticks(f, 11, 12, 13, 14)
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	parent := strconv.Itoa(postmaster)
 	for _, p := range stats {
@@ -82,21 +83,45 @@ func serverCPU(postmaster int) (time.Duration, error) {
 		if err != nil {
 			continue
 		}
-		if cf, err := statFields(pid); err == nil && cf[1] == parent {
-			total += ticks(cf, 11, 12)
+		cf, err := statFields(pid)
+		if err != nil || cf[1] != parent {
+			continue
+		}
+		t := ticks(cf, 11, 12)
+		total += t
+		// Backends name themselves in their command line
+		// ("postgres: 15/main: walsender user db ...").
+		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmd, []byte(" walsender ")) {
+			walSender += t
 		}
 	}
-	return total, nil
+	return total, walSender, nil
 }
 
 // pgCPUMeter measures the server's CPU between two reads; a zero meter
 // (no local server) measures nothing.
 type pgCPUMeter struct{ postmaster int }
 
-func (m pgCPUMeter) read() (time.Duration, bool) {
+// pgCPUReading is one read of the server's CPU.
+type pgCPUReading struct {
+	ok               bool
+	total, walSender time.Duration
+}
+
+func (m pgCPUMeter) read() pgCPUReading {
 	if m.postmaster == 0 {
-		return 0, false
+		return pgCPUReading{}
 	}
-	d, err := serverCPU(m.postmaster)
-	return d, err == nil
+	total, ws, err := serverCPU(m.postmaster)
+	return pgCPUReading{ok: err == nil, total: total, walSender: ws}
+}
+
+// perDelivery returns the server's and the WAL senders' CPU µs per
+// delivery between two readings (zeros without both).
+func perDelivery(before, after pgCPUReading, deliveries int) (total, walSender float64) {
+	if !before.ok || !after.ok {
+		return 0, 0
+	}
+	d := float64(max(deliveries, 1))
+	return (after.total - before.total).Seconds() / d * 1e6, max(after.walSender-before.walSender, 0).Seconds() / d * 1e6
 }

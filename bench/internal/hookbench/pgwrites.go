@@ -41,6 +41,9 @@ type PGWrites struct {
 	// the generator's and the WAL senders' included) in µs per delivery;
 	// 0 when the server is not a local process.
 	ServerCPUUsPerDelivery float64 `json:"postgres_cpu_us_per_delivery"`
+	// WALSenderCPUUsPerDelivery is the part of it spent in WAL senders
+	// (the relay's logical decoding reads all of the server's WAL).
+	WALSenderCPUUsPerDelivery float64 `json:"postgres_walsender_cpu_us_per_delivery"`
 	// Unsettled is set when the row counters still moved 15 s after the
 	// phase (a writer still catching up): the figures are lower bounds.
 	Unsettled bool `json:"unsettled,omitempty"`

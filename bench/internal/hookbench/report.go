@@ -114,7 +114,7 @@ func (r *Results) mainTable(b *strings.Builder) {
 			w.OwnRowsPerDelivery, w.RowsPerDelivery, w.TempRowsPerDelivery, w.DatabaseRowsPerDelivery, unsettled(w),
 			goalRowsPerDelivery, met(true, w.OwnRowsPerDelivery <= goalRowsPerDelivery))
 		fmt.Fprintf(b, "| WAL bytes / WAL syncs per delivery at saturation | %.0f / %.3f | | |\n", w.WALBytesPerDelivery, w.SyncsPerDelivery)
-		fmt.Fprintf(b, "| delivery log caught up, seconds after the last delivery | %.1f | | |\n", r.AttemptLogCatchUpS)
+		fmt.Fprintf(b, "| delivery log caught up, seconds after the last delivery; deliveries/s counted to that moment | %.1f; %.0f | | |\n", r.AttemptLogCatchUpS, r.LoggedRate)
 	}
 	if p := r.Latency50; p != nil {
 		fmt.Fprintf(b, "| **p99 commit-to-receiver at 50%% of saturation** (%.0f/s) | %.1f ms | <= %.0f ms | %s |\n",
@@ -245,6 +245,7 @@ func (r *Results) procTable(b *strings.Builder) {
 			pg = fmt.Sprintf("%.2f", w.ServerCPUUsPerDelivery/r.B0CostUs)
 		}
 		fmt.Fprintf(b, "| Postgres server (every backend, the generator's included; not a hookd process) | | %.3f | %s | |\n", w.ServerCPUUsPerDelivery/1000, pg)
+		fmt.Fprintf(b, "| of which WAL senders (the relay's logical decoding) | | %.3f | | |\n", w.WALSenderCPUUsPerDelivery/1000)
 	}
 	b.WriteString("\n")
 }
