@@ -299,10 +299,26 @@ func ingressBatch(ctx context.Context, cfg LoadConfig, l *Ledger, seq int, pad s
 		invalid = fmt.Sprintf("not json: %s_bad%d", cfg.Prefix, seq)
 		recs = append(recs, &kgo.Record{Topic: cfg.EventsTopic, Value: []byte(invalid)})
 	}
-	res := cfg.Kafka.ProduceSync(ctx, recs...)
+	return settleIngress(l, recs, ids, invalid, cfg.Kafka.ProduceSync(ctx, recs...))
+}
+
+// settleIngress records the outcome of each produced record: ids[i] is the
+// event of recs[i], and the record after them, if any, is the invalid
+// envelope. The results come in the order the records were acknowledged
+// or failed (partitions answer independently), so each is matched to its
+// event by record, not by position.
+func settleIngress(l *Ledger, recs []*kgo.Record, ids []string, invalid string, res kgo.ProduceResults) error {
+	index := make(map[*kgo.Record]int, len(recs))
+	for i, r := range recs {
+		index[r] = i
+	}
 	now := time.Now()
 	var firstErr error
-	for i, r := range res {
+	for _, r := range res {
+		i, ok := index[r.Record]
+		if !ok {
+			continue
+		}
 		if i >= len(ids) {
 			if r.Err == nil {
 				l.mu.Lock()
@@ -318,7 +334,7 @@ func ingressBatch(ctx context.Context, cfg LoadConfig, l *Ledger, seq int, pad s
 				firstErr = r.Err
 			}
 		}
-		l.set(ids[i], EventInfo{Account: cfg.account(seq, i), State: st, At: now})
+		l.set(ids[i], EventInfo{Account: string(recs[i].Key), State: st, At: now})
 	}
 	return firstErr
 }

@@ -1,0 +1,38 @@
+package chaos
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A broker outage fails the records of some partitions (their batches were
+// never sent before the produce's context ended) while others, in flight,
+// are acknowledged after the broker is back: ProduceSync then reports the
+// failures first. Each event must get its own record's outcome.
+func TestSettleIngressMatchesResultsByRecord(t *testing.T) {
+	l := NewLedger()
+	recs := []*kgo.Record{
+		{Key: []byte("a"), Value: []byte("e0")},
+		{Key: []byte("b"), Value: []byte("e1")},
+		{Value: []byte("not json")},
+	}
+	ids := []string{"e0", "e1"}
+	failed := errors.New("context deadline exceeded")
+	// Completion order: e1 failed, the invalid envelope acked, e0 acked.
+	res := kgo.ProduceResults{{Record: recs[1], Err: failed}, {Record: recs[2]}, {Record: recs[0]}}
+	if err := settleIngress(l, recs, ids, "not json", res); !errors.Is(err, failed) {
+		t.Fatalf("settleIngress returned %v, want the failure", err)
+	}
+	got := l.Snapshot()
+	if got["e0"].State != StateCommitted || got["e0"].Account != "a" {
+		t.Errorf("e0 (acknowledged) = %+v, want committed, account a", got["e0"])
+	}
+	if got["e1"].State != StateUncertain || got["e1"].Account != "b" {
+		t.Errorf("e1 (failed) = %+v, want uncertain, account b", got["e1"])
+	}
+	if !l.Invalid()["not json"] {
+		t.Errorf("the acknowledged invalid envelope is not in the ledger")
+	}
+}
