@@ -667,6 +667,7 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record,
 			d.fatal(fmt.Errorf("producing to %s: %w", rec.Topic, err))
 			return nil, err
 		}
+		d.m.produceErrors.Inc() // the last failure, if any, is finish's to count
 		d.produceOutage.fail(ctx, d.log, fmt.Errorf("producing to %s: %w", rec.Topic, err))
 		t := time.NewTimer(backoff)
 		select {

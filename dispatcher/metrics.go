@@ -123,7 +123,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "How long after its due time a retry record was released to its endpoint, by topic.",
 			Buckets: []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}}, []string{"topic"}),
 		produceErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "produce_errors_total",
-			Help: "Failed produces of retry, dead-letter or attempt records; the source record stays unfinished and is re-read after a restart or rebalance."}),
+			Help: "Failed produces of retry, dead-letter or attempt records, each retried with backoff until Kafka acknowledges it; one cut by shutdown leaves its source record unfinished, re-read after the restart."}),
 		malformed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "malformed_records_total",
 			Help: "Records that are not valid deliveries (dead-lettered)."}),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "commits_total",
