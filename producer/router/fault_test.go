@@ -22,6 +22,7 @@ import (
 
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/metrictest"
 	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/producer/router"
@@ -166,6 +167,11 @@ func TestRouterRidesOutKafkaFaults(t *testing.T) {
 			})
 			e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
 			e.endpoint(t, "ep_b", "acct_1", endpoint.StatusActive)
+			wait.For(t, 10*time.Second, "the index to load both endpoints", func() bool {
+				_, a := e.index.Endpoint("ep_a")
+				_, b := e.index.Endpoint("ep_b")
+				return a && b
+			})
 			w := &faultWindow{skip: 2, d: outage}
 			fc.inject(t, e, w)
 			returned := e.startWatchedRouter(t, router.Config{Topics: e.names, DrainTimeout: drainTimeout, RetryBackoff: 10 * time.Millisecond,
@@ -192,6 +198,9 @@ func TestRouterRidesOutKafkaFaults(t *testing.T) {
 				seen[d.ID]++
 			}
 			dups := len(recs) - len(seen)
+			if len(seen) != 2*events {
+				e.diagnose(t, len(recs), len(seen))
+			}
 			for _, id := range ids {
 				for _, ep := range []string{"ep_a", "ep_b"} {
 					require.NotZero(t, seen[delivery.ID(id, ep)], "delivery of %s to %s lost", id, ep)
@@ -283,4 +292,17 @@ func kgoLogLevel() kgo.LogLevel {
 		return kgo.LogLevelDebug
 	}
 	return kgo.LogLevelInfo
+}
+
+// diagnose logs what the deliveries topic and the router's metrics hold
+// when deliveries are missing.
+func (e *env) diagnose(t *testing.T, recs, distinct int) {
+	t.Helper()
+	ends, err := kadm.NewClient(e.kafka.Client(t)).ListEndOffsets(context.Background(), e.names.Deliveries)
+	require.NoError(t, err)
+	var sum int64
+	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	t.Logf("consumed %d records (%d distinct); deliveries end offsets sum %d; router deliveries_total %v, events fanned_out %v",
+		recs, distinct, sum, metrictest.Value(t, e.reg, "hookd_router_deliveries_total"),
+		metrictest.Value(t, e.reg, "hookd_router_events_total", "fanned_out"))
 }
