@@ -75,6 +75,13 @@ type Config struct {
 	// MaxBatch caps the records written in one Postgres transaction.
 	// Defaults to 1000.
 	MaxBatch int
+	// BatchWait is how long the writer goes on gathering records into a
+	// batch (up to MaxBatch) after the first, so that a delivery record and
+	// its attempt, read a moment apart, are written together: its row is
+	// then inserted once, in its final state, instead of inserted pending
+	// and updated. It delays the delivery log by as much. Defaults to
+	// 250ms; a negative value writes every poll at once.
+	BatchWait time.Duration
 	// DisableAfter is how long an endpoint may fail continuously before it
 	// is disabled (--disable-after). Defaults to 72h; at least 1m.
 	DisableAfter time.Duration
@@ -112,6 +119,9 @@ func (c *Config) setDefaults() {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 1000
 	}
+	if c.BatchWait == 0 {
+		c.BatchWait = 250 * time.Millisecond
+	}
 	if c.DisableAfter == 0 {
 		c.DisableAfter = maintenance.DefaultDisableAfter
 	}
@@ -133,6 +143,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.MaxBatch < 1 || c.MaxBatch > 100_000:
 		return fmt.Errorf("attempt log max batch: must be between 1 and 100000, got %d", c.MaxBatch)
+	case c.BatchWait > 10*time.Second:
+		return fmt.Errorf("attempt log batch wait: must be at most 10s, got %s", c.BatchWait)
 	case c.DisableAfter < time.Minute:
 		return fmt.Errorf("disable after: must be at least 1m, got %s", c.DisableAfter)
 	case c.RetryMin <= 0:
@@ -239,28 +251,22 @@ func (w *Writer) Run(ctx context.Context) error {
 	ann := maintenance.NewAnnouncer(cl, w.deps.Store, maintenance.AlertTopics{Events: w.cfg.EventsTopic, Ops: w.cfg.OpsTopic,
 		PortalBaseURL: w.cfg.PortalBaseURL}, w.deps.Logger, w.health)
 	w.deps.Logger.InfoContext(ctx, "attempt log writer started", "topic", w.cfg.Topic, "group", w.cfg.Group)
+	var held []*kgo.Record // delivery records carried to the next batch
 	for {
-		fetches := cl.PollRecords(ctx, w.cfg.MaxBatch)
+		fetches := w.poll(ctx, cl, len(held) > 0)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Records polled but not written stay uncommitted: the next
 			// writer of the group reads them again.
 			return nil
 		}
-		// kgo retries these itself (and rejoins the group) for as long as it
-		// takes: the writer waits, with one WARN per outage.
-		var fetchErr bool
-		fetches.EachError(func(topic string, partition int32, err error) {
-			fetchErr = true
-			kh.failed(ctx, fmt.Sprintf("fetching %s/%d", topic, partition), err)
-		})
-		recs := fetches.Records()
-		if len(recs) == 0 {
+		recs := w.records(ctx, kh, fetches)
+		if len(recs) == 0 && len(held) == 0 {
 			continue
 		}
-		if !fetchErr {
-			kh.ok(ctx)
+		if len(recs) > 0 {
+			recs = w.gather(ctx, cl, kh, recs)
 		}
-		if err := w.handle(ctx, cl, kh, ann, recs); err != nil {
+		if held, err = w.handle(ctx, cl, kh, ann, held, recs); err != nil {
 			w.deps.Logger.WarnContext(ctx, "attempt log writer stopping with a batch unwritten; it stays in Kafka and will be read again",
 				"records", len(recs), "error", err)
 			return nil
@@ -268,16 +274,73 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 }
 
-// handle writes one polled batch and commits its offsets. It returns an
-// error only when the drain deadline passed with the batch unwritten.
-func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, ann *maintenance.Announcer, recs []*kgo.Record) error {
+// poll waits for records; with delivery records held for the next batch,
+// no longer than BatchWait, so that they are written even if nothing
+// follows.
+func (w *Writer) poll(ctx context.Context, cl *kgo.Client, holding bool) kgo.Fetches {
+	if !holding {
+		return cl.PollRecords(ctx, w.cfg.MaxBatch)
+	}
+	pctx, cancel := context.WithTimeout(ctx, w.cfg.BatchWait)
+	defer cancel()
+	return cl.PollRecords(pctx, w.cfg.MaxBatch)
+}
+
+// records returns the records of one poll, reporting its errors to kh.
+// kgo retries those itself (and rejoins the group) for as long as it
+// takes: the writer waits, with one WARN per outage.
+func (w *Writer) records(ctx context.Context, kh *kafkaHealth, fetches kgo.Fetches) []*kgo.Record {
+	var fetchErr bool
+	fetches.EachError(func(topic string, partition int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return // the end of a gathering wait, or of Run
+		}
+		fetchErr = true
+		kh.failed(ctx, fmt.Sprintf("fetching %s/%d", topic, partition), err)
+	})
+	recs := fetches.Records()
+	if len(recs) > 0 && !fetchErr {
+		kh.ok(ctx)
+	}
+	return recs
+}
+
+// gather polls on for BatchWait after the first records of a batch, or
+// until it holds MaxBatch records or ctx ends, so that a delivery record
+// and its attempt read a moment apart are written together.
+func (w *Writer) gather(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, recs []*kgo.Record) []*kgo.Record {
+	if w.cfg.BatchWait <= 0 {
+		return recs
+	}
+	gctx, cancel := context.WithTimeout(ctx, w.cfg.BatchWait)
+	defer cancel()
+	for len(recs) < w.cfg.MaxBatch && gctx.Err() == nil {
+		fetches := cl.PollRecords(gctx, w.cfg.MaxBatch-len(recs))
+		if fetches.IsClientClosed() {
+			break
+		}
+		recs = append(recs, w.records(ctx, kh, fetches)...)
+	}
+	return recs
+}
+
+// handle writes one batch, the delivery records held from the previous
+// one and recs, and commits its offsets. The delivery records of recs whose
+// attempt is not in the batch are not written but returned, to be written
+// with the next batch (where their attempt likely is: the row is then
+// inserted once, in its final state); offsets are committed short of them.
+// It returns an error only when the drain deadline passed with the batch
+// unwritten.
+func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, ann *maintenance.Announcer,
+	held, recs []*kgo.Record) ([]*kgo.Record, error) {
 	wctx, cancel := drainContext(ctx, w.cfg.DrainTimeout)
 	defer cancel()
 
-	oldest := recs[0].Timestamp
-	decoded := make([]*attempt.Record, 0, len(recs))
-	var pending []store.PendingDelivery
-	for _, kr := range recs {
+	all := append(append([]*kgo.Record(nil), held...), recs...)
+	oldest := all[0].Timestamp
+	decoded := make([]*attempt.Record, 0, len(all))
+	pending := map[*kgo.Record]store.PendingDelivery{}
+	for _, kr := range all {
 		oldest = minTime(oldest, kr.Timestamp)
 		if kr.Topic == w.cfg.DeliveriesTopic {
 			d, err := delivery.Decode(kr)
@@ -285,8 +348,8 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 				// The dispatcher dead-letters it; nothing to log here.
 				continue
 			}
-			pending = append(pending, store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
-				Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated})
+			pending[kr] = store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
+				Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated}
 			continue
 		}
 		r, err := attempt.Decode(kr)
@@ -299,13 +362,14 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 		}
 		decoded = append(decoded, r)
 	}
+	rows, carry := w.carry(held, recs, pending, decoded)
 	start := time.Now()
 	w.skipped = map[string]bool{}
 	// One transaction for both: a delivery whose pending record and first
 	// attempt are in this batch gets one row, inserted in its final state.
-	res, err := w.write(wctx, decoded, pending, oldest)
+	res, err := w.write(wctx, decoded, rows, oldest)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w.m.batches.Inc()
 	w.m.batchSize.Observe(float64(len(decoded)))
@@ -318,9 +382,61 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 		// Postgres and the health monitor produces them later.
 		_ = ann.Disabled(wctx, res.Disabled)
 	}
-	cl.MarkCommitRecords(recs...)
+	cl.MarkCommitOffsets(marks(all, carry))
 	w.committed(ctx, kh, cl.CommitMarkedOffsets(wctx))
-	return nil
+	return carry, nil
+}
+
+// carry splits the pending rows of a batch into those written now and the
+// delivery records of recs (never of held: a record is carried once) whose
+// delivery has no attempt in the batch, carried to the next.
+func (w *Writer) carry(held, recs []*kgo.Record, pending map[*kgo.Record]store.PendingDelivery,
+	decoded []*attempt.Record) ([]store.PendingDelivery, []*kgo.Record) {
+	attempted := make(map[string]bool, len(decoded))
+	for _, r := range decoded {
+		attempted[r.DeliveryID] = true
+	}
+	var rows []store.PendingDelivery
+	var carry []*kgo.Record
+	for _, kr := range held {
+		if p, ok := pending[kr]; ok {
+			rows = append(rows, p)
+		}
+	}
+	for _, kr := range recs {
+		p, ok := pending[kr]
+		switch {
+		case !ok:
+		case w.cfg.BatchWait > 0 && !attempted[p.ID]:
+			carry = append(carry, kr)
+		default:
+			rows = append(rows, p)
+		}
+	}
+	return rows, carry
+}
+
+// marks are the offsets to commit after a batch: past the last record of
+// each partition, but not past the first record carried to the next batch.
+func marks(batch, carried []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
+	out := map[string]map[int32]kgo.EpochOffset{}
+	set := func(r *kgo.Record, offset int64, keep func(cur int64) bool) {
+		ps := out[r.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			out[r.Topic] = ps
+		}
+		if cur, ok := ps[r.Partition]; !ok || keep(cur.Offset) {
+			ps[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: offset}
+		}
+	}
+	for _, r := range batch {
+		set(r, r.Offset+1, func(cur int64) bool { return r.Offset+1 > cur })
+	}
+	for _, r := range carried {
+		set(r, r.Offset, func(cur int64) bool { return r.Offset < cur })
+	}
+	return out
 }
 
 // commitError is err, or else the first partition error of resp.
