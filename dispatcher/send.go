@@ -192,7 +192,8 @@ func (p *prepared) matches(t Target) bool {
 }
 
 // preparedRotate is how often the prepared endpoints are aged: one unused
-// for between one and two of these is forgotten.
+// for between one and two of these (and preparedCheckEvery lookups) is
+// forgotten.
 const preparedRotate = 10 * time.Minute
 
 // preparedCache holds the prepared state of the endpoints requested
@@ -205,14 +206,21 @@ type preparedCache struct {
 	mu       sync.Mutex
 	cur, old map[string]*prepared
 	rotated  time.Time
+	gets     uint // lookups; the clock is read every preparedCheckEvery
 }
 
+// preparedCheckEvery is how many lookups go by between two readings of
+// the clock for the rotation.
+const preparedCheckEvery = 1024
+
 func (c *preparedCache) get(t Target) *prepared {
-	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cur == nil || now.Sub(c.rotated) >= preparedRotate {
-		c.old, c.cur, c.rotated = c.cur, map[string]*prepared{}, now
+	c.gets++
+	if c.cur == nil || c.gets%preparedCheckEvery == 0 {
+		if now := time.Now(); c.cur == nil || now.Sub(c.rotated) >= preparedRotate {
+			c.old, c.cur, c.rotated = c.cur, map[string]*prepared{}, now
+		}
 	}
 	p := c.cur[t.ID]
 	if p == nil {

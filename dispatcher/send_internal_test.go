@@ -41,8 +41,10 @@ func TestPreparedCache(t *testing.T) {
 	// Two rotations without a request to ep_2..4 forget them; ep_1, used
 	// in between, stays.
 	c.rotated = c.rotated.Add(-preparedRotate)
+	c.gets = preparedCheckEvery - 1 // the next lookup reads the clock
 	require.Same(t, p3, c.get(tg))
 	c.rotated = c.rotated.Add(-preparedRotate - time.Second)
+	c.gets = preparedCheckEvery - 1
 	require.Same(t, p3, c.get(tg))
 	require.Len(t, c.cur, 1)
 	require.Len(t, c.old, 1)
