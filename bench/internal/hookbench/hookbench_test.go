@@ -116,6 +116,9 @@ func TestPostgresModesSwitchAndRestore(t *testing.T) {
 	ctx := context.Background()
 	origFsync := showSetting(t, base, "fsync")
 	pg := &pgSettings{base: base}
+	if got, err := pg.use(ctx, PGAsIs); err != nil || !strings.HasPrefix(got, "fsync="+origFsync+",") || pg.changed {
+		t.Fatalf("use(as-is) = %q, %v (changed %v); want the server's fsync=%s untouched", got, err, pg.changed, origFsync)
+	}
 	for _, tc := range []struct{ mode, want string }{
 		{PGDurable, "fsync=on, synchronous_commit=on"},
 		{PGFsyncOff, "fsync=off, synchronous_commit=on"},
