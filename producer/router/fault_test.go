@@ -306,3 +306,44 @@ func (e *env) diagnose(t *testing.T, recs, distinct int) {
 		recs, distinct, sum, metrictest.Value(t, e.reg, "hookd_router_deliveries_total"),
 		metrictest.Value(t, e.reg, "hookd_router_events_total", "fanned_out"))
 }
+
+// A permanent error (kafkaconn.Permanent) is not waited out: Run returns
+// it, naming what failed, and the process ends with one clear line.
+func TestRouterEndsOnPermanentError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		fault func(e *env) kfake.Fault
+		want  error
+	}{
+		{"produce_topic_authorization", func(e *env) kfake.Fault {
+			return kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.names.Deliveries, Err: kerr.TopicAuthorizationFailed, Count: -1}
+		}, kerr.TopicAuthorizationFailed},
+		{"commit_group_authorization", func(e *env) kfake.Fault {
+			return kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: "hookd-router", Err: kerr.GroupAuthorizationFailed, Count: -1}
+		}, kerr.GroupAuthorizationFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
+			wait.For(t, 10*time.Second, "the index to load the endpoint", func() bool { _, ok := e.index.Endpoint("ep_a"); return ok })
+			e.kafka.Fault(tc.fault(e))
+			r, err := router.New(router.Config{Topics: e.names, DrainTimeout: drainTimeout}, router.Deps{Endpoints: e.index,
+				KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger, Registerer: e.reg})
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { done <- r.Run(ctx) }()
+			e.produce(t, `{"id":"evt_1","account":"acct_1","type":"invoice.paid"}`)
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, tc.want)
+				t.Logf("Run returned: %v", err)
+			case <-time.After(time.Minute):
+				t.Fatal("Run did not return on a permanent error")
+			}
+		})
+	}
+}
