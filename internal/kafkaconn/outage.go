@@ -170,7 +170,11 @@ func (m *Monitor) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		start := m.deps.Clock.Now()
-		m.record(ctx, start, m.probe(ctx))
+		err := m.probe(ctx)
+		if ctx.Err() != nil {
+			return nil // stopping ends no outage
+		}
+		m.record(ctx, start, err)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -199,8 +203,8 @@ func (m *Monitor) probe(ctx context.Context) error {
 	req.Topics = []kmsg.MetadataRequestTopic{}
 	_, err := req.RequestWith(pctx, m.deps.Client)
 	switch {
-	case err == nil || ctx.Err() != nil:
-		return nil // stopping is not an outage
+	case err == nil:
+		return nil
 	case pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("no answer within %s", m.cfg.Timeout)
 	}

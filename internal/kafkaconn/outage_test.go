@@ -76,6 +76,7 @@ type monitorBundle struct {
 	mon  *kafkaconn.Monitor
 	reg  *prometheus.Registry
 	logs *logBuffer
+	stop func()
 }
 
 func startMonitor(t *testing.T, addrs []string) *monitorBundle {
@@ -90,11 +91,28 @@ func startMonitor(t *testing.T, addrs []string) *monitorBundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.mon.Run(ctx) }()
-	t.Cleanup(func() {
+	b.stop = func() {
 		cancel()
 		require.NoError(t, <-done)
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			b.stop()
+		}
 	})
 	return b
+}
+
+// Stopping the monitor during an outage does not report Kafka back.
+func TestMonitorStoppingEndsNoOutage(t *testing.T) {
+	t.Parallel()
+	c := newFaultyCluster(t, true) // frozen: the monitor spends its time in probes
+	b := startMonitor(t, c.ListenAddrs())
+	c.down.Store(true)
+	wait.For(t, 10*time.Second, "kafka unreachable", func() bool { return b.mon.Err() != nil })
+	b.stop()
+	require.Zero(t, b.logs.count("kafka reachable again"))
+	require.Error(t, b.mon.Err())
 }
 
 var unreachable = regexp.MustCompile(`^unreachable since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+s\): .+`)
