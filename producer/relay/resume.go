@@ -59,7 +59,8 @@ const scanIdle = 2 * time.Second
 // there whose commit LSN satisfies relevant. A partition's scan stops after
 // a window that holds records of the relay but none relevant (everything
 // before it is older), at the partition's start, or after ResumeScanLimit
-// records (logged: rows beyond it may be published again). Missing a row
+// records (logged if the partition holds relay records: rows beyond the
+// limit may be published again). Missing a row
 // only ever means publishing it again, never skipping it.
 //
 // tail is a client of the relay's own that consumes nothing else: the
@@ -94,7 +95,7 @@ func (r *Relay) published(ctx context.Context, tail *kgo.Client, relevant func(p
 		}
 		for p, s := range scans {
 			if s.finished(r.cfg.ResumeScanLimit) {
-				if s.read >= r.cfg.ResumeScanLimit && !s.older && s.lo > s.first {
+				if s.read >= r.cfg.ResumeScanLimit && s.anyRelay && !s.older && s.lo > s.first {
 					r.logger.WarnContext(ctx, "relay resume: read the scan limit without reaching rows older than the slot's position; older rows may be published again",
 						"partition", p, "records_read", s.read)
 				}
@@ -116,6 +117,9 @@ type partScan struct {
 	// those relevant; older is set once a window held only older ones.
 	relay, relevant int
 	older           bool
+	// anyRelay is set once any window held a relay record: a partition
+	// only direct producers write to is read to the limit, silently.
+	anyRelay bool
 }
 
 // next moves the scan one window back.
@@ -170,6 +174,7 @@ func (r *Relay) scanRound(ctx context.Context, cl *kgo.Client, scans map[int32]*
 				return
 			}
 			s.relay++
+			s.anyRelay = true
 			if relevant(k.lsn) {
 				s.relevant++
 				set.rows[k] = struct{}{}

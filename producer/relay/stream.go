@@ -130,8 +130,11 @@ func (r *Relay) stream(ctx, parent context.Context, kc clients) error {
 		return err
 	}
 	// Only now that this session owns the slot: a previous leader's
-	// records have all landed.
+	// records have all landed. The stream waits meanwhile; Postgres hears
+	// from the session so that a long scan does not time it out.
+	stopKeepAlive := r.keepAlive(ctx, conn, start)
 	skip, err := r.published(ctx, kc.tail, func(lsn pglogrepl.LSN) bool { return lsn >= start })
+	stopKeepAlive()
 	if err != nil {
 		return fmt.Errorf("relay resume: %w", err)
 	}
@@ -155,6 +158,32 @@ func (r *Relay) stream(ctx, parent context.Context, kc clients) error {
 		err = context.Cause(ctx)
 	}
 	return err
+}
+
+// keepAlive reports pos to Postgres every StatusInterval until stop is
+// called, while nothing else uses conn.
+func (r *Relay) keepAlive(ctx context.Context, conn *pgconn.PgConn, pos pglogrepl.LSN) (stop func()) {
+	kctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.cfg.StatusInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-kctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := pglogrepl.SendStandbyStatusUpdate(kctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos}); err != nil {
+				return // the stream's next read reports it
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // startReplication makes sure the slot exists (back-filled) and starts
