@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -95,4 +96,36 @@ func BenchmarkOutboxToDeliveries(b *testing.B) {
 	b.ReportMetric(float64(b.N)/inserted.Seconds(), "inserted/s")
 	b.ReportMetric(float64(b.N)/relayed.Seconds(), "relayed-events/s")
 	b.ReportMetric(float64(b.N)/total.Seconds(), "outbox-to-deliveries-events/s")
+}
+
+// BenchmarkResume measures a leader's resume after its replication
+// connection is cut with b.N rows published since the slot's (lagging)
+// position: from the cut until every row is streamed again and skipped
+// (the events topic's tail read, the stream replayed). Run with a fixed
+// count:
+//
+//	go test -run XXX -bench Resume -benchtime 20000x ./producer/relay/
+func BenchmarkResume(b *testing.B) {
+	e := setup(b)
+	events := collect(b, e.kafka, e.names.Events)
+	reg := prometheus.NewRegistry()
+	start(b, e.newRelayWith(b, e.lazyConfig(), reg).Run)
+	e.waitStreaming(b)
+	e.insertTxns(b, e.db.Store, "rb_", b.N/100+1, 100)()
+	rows := (b.N/100 + 1) * 100
+	waitFor(b, "every row published", 5*time.Minute, func() bool {
+		events.mu.Lock()
+		defer events.mu.Unlock()
+		return len(events.recs) >= rows
+	})
+	b.ResetTimer()
+	began := time.Now()
+	terminateReplication(b, e.db.Store, e.slot)
+	for metric(b, reg, "hookd_relay_events_skipped_total", "") < float64(rows) {
+		time.Sleep(5 * time.Millisecond) // polling
+	}
+	took := time.Since(began)
+	b.StopTimer()
+	b.ReportMetric(took.Seconds(), "resume-s")
+	b.ReportMetric(float64(rows)/took.Seconds(), "skipped-rows/s")
 }
