@@ -264,3 +264,37 @@ func TestAuthorizationFailureEndsRun(t *testing.T) {
 	require.NotContains(t, err.Error(), "\n")
 	require.Empty(t, dlq.dead(t))
 }
+
+// TestStopDuringKafkaOutage stops the relay while the broker is away and
+// more rows wait than its buffer holds: Run returns nil within the drain
+// timeout instead of hanging on a blocked produce, and a relay started
+// once the broker is back publishes every row exactly once.
+func TestStopDuringKafkaOutage(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	events := collect(t, e.kafka, e.names.Events)
+	reg := prometheus.NewRegistry()
+	cfg := e.relayConfig()
+	cfg.StallAfter = 200 * time.Millisecond
+	cfg.DrainTimeout = time.Second
+	stop := start(t, e.newRelayWith(t, cfg, reg, kgo.MaxBufferedRecords(20)).Run)
+	e.waitStreaming(t)
+	e.insertTxns(t, e.db.Store, "sd_", 5, 5)()
+	waitFor(t, "rows before the outage", 20*time.Second, func() bool { return countPrefix(events.eventIDs(t), "sd_") == 25 })
+
+	var down atomic.Bool
+	down.Store(true)
+	brokerDown(e.kafka.Cluster, &down)
+	e.insertTxns(t, e.db.Store, "so_", 20, 5)() // 100 rows, the buffer holds 20
+	waitFor(t, "the relay to report the outage", 20*time.Second, func() bool { return metric(t, reg, "hookd_relay_stalled", "") == 1 })
+	stopped := time.Now()
+	require.NoError(t, stop())
+	t.Logf("Run returned %s after cancel during the outage", time.Since(stopped).Round(time.Millisecond))
+	down.Store(false)
+
+	start(t, e.newRelay(t, e.relayConfig()).Run)
+	e.insert(t, "barrier", "acct_1", "invoice.paid", true)
+	waitFor(t, "the barrier row", 30*time.Second, func() bool { return events.eventIDs(t)["barrier"] == 1 })
+	requireOnce(t, events.eventIDs(t), "sd_", 25)
+	requireOnce(t, events.eventIDs(t), "so_", 100)
+}
