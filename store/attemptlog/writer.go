@@ -183,6 +183,9 @@ type Writer struct {
 	// skipped holds the attempt ids of the batch in hand that Postgres
 	// refused (Run's goroutine only).
 	skipped map[string]bool
+	// heldSince is when each delivery record carried to the next batch
+	// was first carried (Run's goroutine only).
+	heldSince map[*kgo.Record]time.Time
 }
 
 // New checks cfg and registers the writer's metrics.
@@ -230,7 +233,13 @@ func (w *Writer) Run(ctx context.Context) error {
 	// and, if that commit fails, again by kgo's autocommit every second (and
 	// at a revoke) until one succeeds: a failed commit of the last batch
 	// does not wait for a next batch.
-	opts := append([]kgo.Opt{kgo.FetchMaxBytes(8 << 20), kgo.AutoCommitInterval(time.Second)}, w.deps.KafkaOpts...)
+	//
+	// At most 64 KiB per partition per fetch (a few hundred records), so
+	// that a batch drawn from a backlog mixes the deliveries topic with the
+	// attempts topic, rather than holding one topic's records only: a
+	// delivery's record and its attempt then meet in one batch.
+	opts := append([]kgo.Opt{kgo.FetchMaxBytes(8 << 20), kgo.FetchMaxPartitionBytes(64 << 10),
+		kgo.AutoCommitInterval(time.Second)}, w.deps.KafkaOpts...)
 	kh := newKafkaHealth(w.deps.Logger, w.deps.Clock, w.m.kafkaUp)
 	opts = append(opts,
 		kgo.ConsumerGroup(w.cfg.Group),
@@ -325,9 +334,9 @@ func (w *Writer) gather(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, re
 }
 
 // handle writes one batch, the delivery records held from the previous
-// one and recs, and commits its offsets. The delivery records of recs whose
-// attempt is not in the batch are not written but returned, to be written
-// with the next batch (where their attempt likely is: the row is then
+// one and recs, and commits its offsets. The delivery records whose attempt
+// is not in the batch are not written but returned (see carry), to be
+// written with a next batch (where their attempt likely is: the row is then
 // inserted once, in its final state); offsets are committed short of them.
 // It returns an error only when the drain deadline passed with the batch
 // unwritten.
@@ -363,6 +372,9 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 		decoded = append(decoded, r)
 	}
 	rows, carry := w.carry(held, recs, pending, decoded)
+	if len(rows) == 0 && len(decoded) == 0 && len(recs) == 0 {
+		return carry, nil // nothing new: the held records wait on
+	}
 	start := time.Now()
 	w.skipped = map[string]bool{}
 	// One transaction for both: a delivery whose pending record and first
@@ -388,31 +400,36 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 }
 
 // carry splits the pending rows of a batch into those written now and the
-// delivery records of recs (never of held: a record is carried once) whose
-// delivery has no attempt in the batch, carried to the next.
+// delivery records whose delivery has no attempt in the batch, carried to
+// the next one, for up to 4 BatchWaits (a busy writer's batches hold a few
+// hundred records of each topic, and an attempt may trail its delivery
+// record by more than one batch).
 func (w *Writer) carry(held, recs []*kgo.Record, pending map[*kgo.Record]store.PendingDelivery,
 	decoded []*attempt.Record) ([]store.PendingDelivery, []*kgo.Record) {
 	attempted := make(map[string]bool, len(decoded))
 	for _, r := range decoded {
 		attempted[r.DeliveryID] = true
 	}
+	now := time.Now()
+	since := make(map[*kgo.Record]time.Time)
 	var rows []store.PendingDelivery
 	var carry []*kgo.Record
-	for _, kr := range held {
-		if p, ok := pending[kr]; ok {
-			rows = append(rows, p)
-		}
-	}
-	for _, kr := range recs {
+	for _, kr := range append(append([]*kgo.Record(nil), held...), recs...) {
 		p, ok := pending[kr]
-		switch {
-		case !ok:
-		case w.cfg.BatchWait > 0 && !attempted[p.ID]:
-			carry = append(carry, kr)
-		default:
-			rows = append(rows, p)
+		if !ok {
+			continue
 		}
+		first, was := w.heldSince[kr]
+		if !was {
+			first = now
+		}
+		if w.cfg.BatchWait > 0 && !attempted[p.ID] && now.Sub(first) < 4*w.cfg.BatchWait {
+			carry, since[kr] = append(carry, kr), first
+			continue
+		}
+		rows = append(rows, p)
 	}
+	w.heldSince = since
 	return rows, carry
 }
 
