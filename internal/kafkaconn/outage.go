@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -88,6 +90,42 @@ type MonitorDeps struct {
 	Registerer prometheus.Registerer
 	// Clock dates the outages. Defaults to clock.System{}.
 	Clock clock.Clock
+	// Dials, when Client was built with it as a hook, names the last
+	// connection error in the reason of a probe that got no answer (e.g.
+	// "connection refused" for a stopped broker). Optional.
+	Dials *DialErrors
+}
+
+// DialErrors is a kgo hook that keeps the last failed connection attempt
+// of a client, for the Monitor's reason.
+type DialErrors struct {
+	mu   sync.Mutex
+	at   time.Time
+	last error
+}
+
+var _ kgo.HookBrokerConnect = (*DialErrors)(nil)
+
+// OnBrokerConnect implements kgo.HookBrokerConnect.
+func (d *DialErrors) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.at, d.last = time.Now(), fmt.Errorf("%s: %w", net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err)
+	}
+}
+
+// since returns the last connection error, if it happened after t.
+func (d *DialErrors) since(t time.Time) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.at.Before(t) {
+		return nil
+	}
+	return d.last
 }
 
 // Monitor watches whether the Kafka brokers answer, one per process: it
@@ -199,6 +237,7 @@ func (m *Monitor) Err() error {
 func (m *Monitor) probe(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
+	sent := time.Now()
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{}
 	_, err := req.RequestWith(pctx, m.deps.Client)
@@ -206,6 +245,9 @@ func (m *Monitor) probe(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+		if dial := m.deps.Dials.since(sent); dial != nil {
+			return fmt.Errorf("no answer within %s; last connection attempt: %w", m.cfg.Timeout, dial)
+		}
 		return fmt.Errorf("no answer within %s", m.cfg.Timeout)
 	}
 	return err

@@ -174,3 +174,40 @@ func TestPermanentErrors(t *testing.T) {
 		require.Equal(t, want, kafkaconn.Permanent(err), "%v", err)
 	}
 }
+
+// A stopped broker's reason names the refused connection, not only the
+// silence.
+func TestMonitorNamesTheConnectionError(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	dials := &kafkaconn.DialErrors{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(dials))
+	require.NoError(t, err)
+	defer cl.Close()
+	// The default 1s timeout: kgo retries the dial within it, so the
+	// probe itself ends with the deadline, not the dial's error.
+	mon, err := kafkaconn.NewMonitor(kafkaconn.MonitorConfig{},
+		kafkaconn.MonitorDeps{Client: cl, Dials: dials, Logger: discard})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mon.Run(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	wait.For(t, 10*time.Second, "a first probe", func() bool { return mon.Err() == nil })
+	c.Close()
+	// kgo answers some probes with the dial error and lets others run
+	// into the deadline while it retries the dial: every reason names the
+	// refused connection either way.
+	reasons := map[bool]string{}
+	wait.For(t, 20*time.Second, "three seconds of outage", func() bool {
+		var ue *kafkaconn.UnreachableError
+		if !errors.As(mon.Err(), &ue) {
+			return false
+		}
+		require.ErrorContains(t, ue, "connection refused")
+		reasons[strings.Contains(ue.Error(), "no answer within")] = ue.Error()
+		return ue.For >= 3*time.Second
+	})
+	t.Logf("reasons seen: %v", reasons)
+}

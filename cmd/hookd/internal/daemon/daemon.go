@@ -324,7 +324,8 @@ func (p *process) openStore(ctx context.Context) error {
 // connectKafka checks the brokers answer and provisions the topics.
 func (p *process) connectKafka(ctx context.Context) error {
 	p.env.KafkaOpts = kafkaconn.Opts(p.cfg.Kafka, p.logger)
-	cl, err := kgo.NewClient(p.env.KafkaOptsFor("admin")...)
+	dials := &kafkaconn.DialErrors{}
+	cl, err := kgo.NewClient(append(p.env.KafkaOptsFor("admin"), kgo.WithHooks(dials))...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -332,7 +333,7 @@ func (p *process) connectKafka(ctx context.Context) error {
 	if err := kafkaconn.Check(ctx, cl, p.cfg.Kafka.Brokers, p.cfg.StartupTimeout); err != nil {
 		return err
 	}
-	if err := p.monitorKafka(ctx, cl); err != nil {
+	if err := p.monitorKafka(ctx, cl, dials); err != nil {
 		return err
 	}
 	p.env.Registry.MustRegister(kafkaconn.NewGroupCollector(cl, kafkaconn.Groups, 5*time.Second))
@@ -352,8 +353,8 @@ func (p *process) connectKafka(ctx context.Context) error {
 
 // monitorKafka starts the process's one Kafka outage monitor on the admin
 // client; it runs until the process closes, through the roles' drain.
-func (p *process) monitorKafka(ctx context.Context, cl *kgo.Client) error {
-	m, err := kafkaconn.NewMonitor(p.cfg.KafkaProbe, kafkaconn.MonitorDeps{Client: cl, Logger: p.logger, Registerer: p.env.Registry})
+func (p *process) monitorKafka(ctx context.Context, cl *kgo.Client, dials *kafkaconn.DialErrors) error {
+	m, err := kafkaconn.NewMonitor(p.cfg.KafkaProbe, kafkaconn.MonitorDeps{Client: cl, Dials: dials, Logger: p.logger, Registerer: p.env.Registry})
 	if err != nil {
 		return err
 	}
