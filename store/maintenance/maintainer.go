@@ -61,13 +61,17 @@ type MaintainerDeps struct {
 
 // Maintainer is the attempt-partition maintenance role: at start and every
 // Interval it creates the daily partitions of webhooks.attempts ahead and
-// drops the ones past the retention (store.MaintainAttemptPartitions). It is
+// drops the ones past the retention (store.MaintainAttemptPartitions), then
+// erases the attempts delivery rows hold from before the retention
+// (store.ClearExpiredHeldAttempts), so that no attempt's data outlives
+// it. It is
 // idempotent; running it in several processes is harmless (a pass that
 // races another one fails and is retried at the next interval).
 type Maintainer struct {
 	cfg     MaintainerConfig
 	deps    MaintainerDeps
 	dropped prometheus.Counter
+	cleared prometheus.Counter
 	errors  prometheus.Counter
 	last    prometheus.Gauge
 }
@@ -86,6 +90,10 @@ func NewMaintainer(cfg MaintainerConfig, deps MaintainerDeps) (*Maintainer, erro
 			Name: "hookd_attempt_partitions_dropped_total",
 			Help: "Daily attempt-log partitions dropped for being older than the retention.",
 		}),
+		cleared: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookd_attempt_held_cleared_total",
+			Help: "Delivery rows whose held first attempt was erased for being older than the retention.",
+		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookd_attempt_partition_maintenance_errors_total",
 			Help: "Attempt-partition maintenance passes that failed.",
@@ -95,7 +103,7 @@ func NewMaintainer(cfg MaintainerConfig, deps MaintainerDeps) (*Maintainer, erro
 			Help: "Unix time of the last successful attempt-partition maintenance pass.",
 		}),
 	}
-	if err := register("attempt partition", deps.Registerer, m.dropped, m.errors, m.last); err != nil {
+	if err := register("attempt partition", deps.Registerer, m.dropped, m.cleared, m.errors, m.last); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -109,17 +117,29 @@ func (m *Maintainer) Run(ctx context.Context) error {
 	return everyInterval(ctx, m.cfg.Interval, m.deps.Logger, "attempt partition maintenance", m.errors, m.pass)
 }
 
-// pass creates the partitions ahead and drops the expired ones.
+// pass creates the partitions ahead, drops the expired ones and erases
+// the expired held attempts. A pass that fails (or ends) half-way keeps
+// what it did; the next one does the rest.
 func (m *Maintainer) pass(ctx context.Context) error {
 	now := m.deps.Clock.Now()
 	res, err := m.deps.Store.MaintainAttemptPartitions(ctx, now, m.cfg.Ahead, m.cfg.Retention)
 	if err != nil {
 		return err
 	}
-	m.last.Set(float64(now.Unix()))
 	m.dropped.Add(float64(len(res.Dropped)))
 	if len(res.Dropped) > 0 {
 		m.deps.Logger.InfoContext(ctx, "attempt partitions dropped", "partitions", res.Dropped, "retention", m.cfg.Retention)
 	}
+	start := m.deps.Clock.Now()
+	cleared, err := m.deps.Store.ClearExpiredHeldAttempts(ctx, store.ClearHeldParams{})
+	m.cleared.Add(float64(cleared))
+	if cleared > 0 {
+		m.deps.Logger.InfoContext(ctx, "held attempts erased", "rows", cleared, "retention", m.cfg.Retention,
+			"took", m.deps.Clock.Now().Sub(start))
+	}
+	if err != nil {
+		return err
+	}
+	m.last.Set(float64(now.Unix()))
 	return nil
 }
