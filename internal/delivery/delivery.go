@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -119,46 +120,19 @@ func (d *Delivery) Record(topic string) *kgo.Record {
 // ErrMalformed is wrapped by Decode for a record that is not a delivery.
 var ErrMalformed = errors.New("malformed delivery record")
 
-// Decode reads a delivery record. The body is r.Value itself, not a copy.
+// Decode reads a delivery record. The body is r.Value itself, not a copy;
+// the strings it keeps are copied out of the record in one allocation.
 func Decode(r *kgo.Record) (*Delivery, error) {
-	d := &Delivery{EndpointID: string(r.Key), Body: r.Value, Attempt: 1}
+	s := copyValues(r)
+	d := &Delivery{EndpointID: s[:len(r.Key)], Body: r.Value, Attempt: 1}
+	off := len(r.Key)
 	for _, h := range r.Headers {
-		v := string(h.Value)
-		var err error
-		switch h.Key {
-		case HeaderDeliveryID:
-			d.ID = v
-		case HeaderEventID:
-			d.EventID = v
-		case HeaderEventType:
-			d.EventType = v
-		case HeaderEndpointID:
-			if v != d.EndpointID {
-				err = errors.New("differs from the record key")
-			}
-		case HeaderAccount:
-			d.Account = v
-		case HeaderEventCreated:
-			d.EventCreated, err = time.Parse(time.RFC3339Nano, v)
-		case HeaderAttempt:
-			d.Attempt, err = strconv.Atoi(v)
-			if err == nil && d.Attempt < 1 {
-				err = errors.New("must be at least 1")
-			}
-		case HeaderFirstAttempt:
-			d.FirstAttempt, err = time.Parse(time.RFC3339Nano, v)
-		case HeaderDueAt:
-			d.DueAt, err = time.Parse(time.RFC3339Nano, v)
-		case HeaderLastStatus:
-			d.LastStatus, err = strconv.Atoi(v)
-		case HeaderLastError:
-			d.LastError = v
-		case HeaderClientErrors:
-			d.ClientErrors, err = strconv.Atoi(v)
-		case HeaderReplayID:
-			d.ReplayID = v
+		if !decoded(h.Key) {
+			continue
 		}
-		if err != nil {
+		v := s[off : off+len(h.Value)]
+		off += len(h.Value)
+		if err := d.set(h.Key, v); err != nil {
 			return nil, fmt.Errorf("%w: header %s=%q: %v", ErrMalformed, h.Key, v, err)
 		}
 	}
@@ -174,6 +148,76 @@ func Decode(r *kgo.Record) (*Delivery, error) {
 		d.ID = ID(d.EventID, d.EndpointID)
 	}
 	return d, nil
+}
+
+// decoded reports whether Decode reads header key.
+func decoded(key string) bool {
+	switch key {
+	case HeaderDeliveryID, HeaderEventID, HeaderEventType, HeaderEndpointID, HeaderAccount,
+		HeaderEventCreated, HeaderAttempt, HeaderFirstAttempt, HeaderDueAt, HeaderLastStatus,
+		HeaderLastError, HeaderClientErrors, HeaderReplayID:
+		return true
+	}
+	return false
+}
+
+// copyValues returns r's key followed by the values of the headers Decode
+// reads, in order, copied into one string.
+func copyValues(r *kgo.Record) string {
+	n := len(r.Key)
+	for _, h := range r.Headers {
+		if decoded(h.Key) {
+			n += len(h.Value)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.Write(r.Key)
+	for _, h := range r.Headers {
+		if decoded(h.Key) {
+			b.Write(h.Value)
+		}
+	}
+	return b.String()
+}
+
+// set reads the value v of header key into d.
+func (d *Delivery) set(key, v string) error {
+	var err error
+	switch key {
+	case HeaderDeliveryID:
+		d.ID = v
+	case HeaderEventID:
+		d.EventID = v
+	case HeaderEventType:
+		d.EventType = v
+	case HeaderEndpointID:
+		if v != d.EndpointID {
+			err = errors.New("differs from the record key")
+		}
+	case HeaderAccount:
+		d.Account = v
+	case HeaderEventCreated:
+		d.EventCreated, err = time.Parse(time.RFC3339Nano, v)
+	case HeaderAttempt:
+		d.Attempt, err = strconv.Atoi(v)
+		if err == nil && d.Attempt < 1 {
+			err = errors.New("must be at least 1")
+		}
+	case HeaderFirstAttempt:
+		d.FirstAttempt, err = time.Parse(time.RFC3339Nano, v)
+	case HeaderDueAt:
+		d.DueAt, err = time.Parse(time.RFC3339Nano, v)
+	case HeaderLastStatus:
+		d.LastStatus, err = strconv.Atoi(v)
+	case HeaderLastError:
+		d.LastError = v
+	case HeaderClientErrors:
+		d.ClientErrors, err = strconv.Atoi(v)
+	case HeaderReplayID:
+		d.ReplayID = v
+	}
+	return err
 }
 
 func formatTime(t time.Time) string {

@@ -59,3 +59,34 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeAllocations: Decode copies the strings it keeps out of the
+// record in one allocation, beside the Delivery itself, and parses the
+// other headers without copies. Copies they are: a record's buffers may
+// be reused once decoded.
+func TestDecodeAllocations(t *testing.T) {
+	created := time.Date(2026, 11, 30, 1, 2, 3, 456, time.UTC)
+	in := &delivery.Delivery{
+		ID: delivery.ID("evt_1", "ep_1"), EventID: "evt_1", EventType: "invoice.paid", EndpointID: "ep_1",
+		Account: "acct_1", EventCreated: created, Attempt: 3, FirstAttempt: created.Add(time.Second),
+		DueAt: created.Add(time.Minute), LastStatus: 503, LastError: "http_5xx", ClientErrors: 1, ReplayID: "rpl_1",
+		Body: []byte(`{}`),
+	}
+	rec := in.Record("webhooks.retry.30s")
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := delivery.Decode(rec); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.LessOrEqual(t, allocs, 2.0, "allocations per Decode")
+
+	out, err := delivery.Decode(rec)
+	require.NoError(t, err)
+	rec.Key[0] = 'X'
+	for _, h := range rec.Headers {
+		for i := range h.Value {
+			h.Value[i] = 'X'
+		}
+	}
+	require.Equal(t, in, out, "decoded strings do not share the record's bytes")
+}
