@@ -54,6 +54,9 @@ type Dispatcher struct {
 	// Kafka operations that fail during an outage: one WARN when each
 	// starts failing, one INFO when it recovers.
 	fetchOutage, commitOutage, produceOutage outage
+	// slowProduces finds produces unanswered for produceSlow: kgo retries
+	// by itself while the broker is unreachable.
+	slowProduces slowWatch
 
 	// workCtx is the context of requests and produces; it outlives Run's
 	// context so that shutdown drains, and is cancelled after DrainTimeout.
@@ -210,10 +213,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	bg := make(chan struct{})
 	var bgWG sync.WaitGroup
-	bgWG.Add(1)
+	bgWG.Add(2)
 	go func() {
 		defer bgWG.Done()
 		d.background(bg)
+	}()
+	go func() {
+		defer bgWG.Done()
+		d.slowProduces.run(bg, func() { d.produceOutage.fail(d.workCtx, d.log, errProduceSlow) })
 	}()
 
 	d.log.InfoContext(ctx, "dispatcher started", "group", d.cfg.Group, "topics", append([]string{d.names.Deliveries}, d.names.Retry...))
@@ -654,9 +661,9 @@ var errProduceSlow = errors.New("no acknowledgement from Kafka yet")
 func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record, error) {
 	backoff := produceBackoff
 	for {
-		slow := time.AfterFunc(produceSlow, func() { d.produceOutage.fail(ctx, d.log, errProduceSlow) })
+		tick := d.slowProduces.start()
 		r, err := d.cl.ProduceSync(ctx, rec).First()
-		slow.Stop()
+		d.slowProduces.done(tick)
 		switch {
 		case err == nil:
 			d.produceOutage.ok(ctx, d.log)

@@ -73,7 +73,9 @@ func TestStageLatency(t *testing.T) {
 
 	// A first attempt that fails, then its retry: only the first counts.
 	b.produce(-1, newDelivery("evt_retry", "ep_1"))
-	eventually(t, 30*time.Second, func() bool { return rc.count("evt_retry") == 2 && len(b.col.attemptsFor(newDelivery("evt_retry", "ep_1").ID)) == 2 },
+	eventually(t, 30*time.Second, func() bool {
+		return rc.count("evt_retry") == 2 && len(b.col.attemptsFor(newDelivery("evt_retry", "ep_1").ID)) == 2
+	},
 		"evt_retry attempted twice")
 	n, _ = stageHist(t, reg, stage.DispatchWait)
 	require.Equal(t, uint64(2), n, "dispatch_wait: first attempts only")
