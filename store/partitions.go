@@ -19,8 +19,10 @@ type PartitionResult struct {
 // (webhooks.attempt_rows) per UTC day: it creates the partitions for today
 // and the next ahead days if they are missing, and drops every daily
 // partition that ends before now - retention, moving the horizon of the
-// attempts delivery rows hold (webhooks.attempt_horizon) past its day. It
-// is idempotent and cheap; hookd runs it at start-up and then hourly.
+// attempts delivery rows hold (webhooks.attempt_horizon) past its day.
+// That hides those attempts from the log; ClearExpiredHeldAttempts erases
+// them from the delivery rows. It is idempotent and cheap; hookd runs it at
+// start-up and then hourly.
 func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ahead int, retention time.Duration) (PartitionResult, error) {
 	var res PartitionResult
 	if ahead < 0 {

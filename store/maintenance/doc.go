@@ -3,8 +3,9 @@
 // one shared loop (everyInterval); a failed pass is counted, logged once and
 // tried again at the next interval.
 //
-//   - Maintainer keeps the daily partitions of webhooks.attempts ahead and
-//     drops the expired ones.
+//   - Maintainer keeps the daily partitions of webhooks.attempts ahead,
+//     drops the expired ones, and erases the expired attempts that delivery
+//     rows hold (their a_* columns), so no attempt outlives the retention.
 //   - Monitor applies endpoint health: it disables endpoints that went on
 //     failing without new attempts and sends the owner alerts. The rules
 //     themselves (failing_since, 410, the disable-after threshold) are
