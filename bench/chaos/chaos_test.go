@@ -67,9 +67,6 @@ type scenario struct {
 	databaseURL string
 	// crashes adds fault events the cluster does not count (rebalances).
 	crashes func() int
-	// extraDuplicates adds to the duplicate bound (a Postgres crash rewinds
-	// the relay's slot to the last checkpoint).
-	extraDuplicates int
 	// bound, if set, replaces the generic duplicate bound; perSecond is the
 	// offered delivery rate (events/s times the fan-out).
 	bound func(perSecond float64) int
@@ -344,7 +341,7 @@ func duplicateBound(sc scenario, cl *chaos.Cluster, top *chaos.Topology) int {
 	// A router killed while fanning out the backlog that built up while
 	// its group rebalanced (up to a 10s session timeout) re-does that whole
 	// batch: 10 s of the rate per router kill on top.
-	return (crashes+1)*int(math.Ceil(2*perSecond)) + cl.Kills()[chaos.RoleRouter]*int(math.Ceil(10*perSecond)) + sc.extraDuplicates
+	return (crashes+1)*int(math.Ceil(2*perSecond)) + cl.Kills()[chaos.RoleRouter]*int(math.Ceil(10*perSecond))
 }
 
 // checkRodeOut checks that every role process of the start is still the

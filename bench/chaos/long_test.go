@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,6 +76,18 @@ func ownPostgres(t *testing.T) *pgcluster.Postgres {
 	return pg
 }
 
+// postgresBound is the duplicate bound of the Postgres scenarios. A
+// Postgres stop or crash restarts no hookd process and rebalances no
+// consumer group, so the dispatchers and the router re-deliver nothing;
+// and the relay publishes each committed outbox row once across Postgres
+// restarts and crashes, although the slot it resumes from may lag what it
+// published (Postgres persists a slot's confirmed position at
+// checkpoints): it skips what the events topic already holds (issue 16).
+// What remains is the allowance of every scenario for a rebalance nobody
+// caused (see duplicateBound): 2 s of the delivery rate, re-delivered by
+// the dispatchers or the router.
+func postgresBound(perSecond float64) int { return int(math.Ceil(2 * perSecond)) }
+
 // TestChaosPostgresRestart runs on a Postgres cluster of its own and stops
 // it twice under load: a fast shutdown held down for 5 seconds, then an
 // immediate one (a crash: recovery on start). Outbox transactions fail
@@ -86,11 +99,7 @@ func TestChaosPostgresRestart(t *testing.T) {
 	run(t, scenario{
 		databaseURL: pg.URL(),
 		groups:      healthy(), rate: 80, duration: 70 * time.Second, settle: 2 * time.Minute,
-		// Postgres persists a replication slot's confirmed position at
-		// checkpoints: after the immediate stop (a crash) the relay resumes
-		// from the last checkpoint and re-publishes what was committed
-		// since, up to checkpoint_timeout (30s here) of events, fanned out.
-		extraDuplicates: int(30 * 80 * 1.75),
+		bound:       postgresBound,
 		faults: func(ctx context.Context, h *harness) error {
 			return every(ctx, 20*time.Second, func(i int) error {
 				mode := map[int]string{0: "fast", 1: "immediate"}[i]
@@ -125,6 +134,7 @@ func TestChaosPostgresOutage60s(t *testing.T) {
 	run(t, scenario{
 		databaseURL: pg.URL(),
 		groups:      healthy(), rate: 60, duration: 100 * time.Second, settle: 3 * time.Minute,
+		bound:       postgresBound,
 		faults: func(ctx context.Context, h *harness) error {
 			t := time.NewTimer(15 * time.Second) // load first
 			select {
