@@ -99,7 +99,7 @@ func TestChaosPostgresRestart(t *testing.T) {
 	run(t, scenario{
 		databaseURL: pg.URL(),
 		groups:      healthy(), rate: 80, duration: 70 * time.Second, settle: 2 * time.Minute,
-		bound:       postgresBound,
+		bound: postgresBound,
 		faults: func(ctx context.Context, h *harness) error {
 			return every(ctx, 20*time.Second, func(i int) error {
 				mode := map[int]string{0: "fast", 1: "immediate"}[i]
@@ -134,7 +134,7 @@ func TestChaosPostgresOutage60s(t *testing.T) {
 	run(t, scenario{
 		databaseURL: pg.URL(),
 		groups:      healthy(), rate: 60, duration: 100 * time.Second, settle: 3 * time.Minute,
-		bound:       postgresBound,
+		bound: postgresBound,
 		faults: func(ctx context.Context, h *harness) error {
 			t := time.NewTimer(15 * time.Second) // load first
 			select {
