@@ -93,6 +93,9 @@ type Config struct {
 	LogDeliveries bool
 	// resolver replaces the DNS resolver of the proxied path (tests).
 	resolver ssrf.Resolver
+	// netHTTPOnly makes every request through net/http, never the lean
+	// client (tests and benchmarks comparing the two).
+	netHTTPOnly bool
 	// RetryJitter is the fraction of a tier's delay added at random to a
 	// due time (see retrytiers.Policy). Defaults to 0.1; negative means none.
 	RetryJitter float64

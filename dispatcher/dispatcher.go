@@ -230,7 +230,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	close(bg)
 	bgWG.Wait()
 	cl.Close()
-	d.sender.client.CloseIdleConnections()
+	d.sender.closeIdle()
 	d.log.InfoContext(ctx, "dispatcher stopped")
 	return runErr
 }
