@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,7 +146,8 @@ func Opts(cfg Config, logger *slog.Logger, hooks ...kgo.Hook) []kgo.Opt {
 		kgo.DialTimeout(cfg.DialTimeout),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.WithLogger(kslog.New(slog.New(quietInfo{logger.Handler()}).With("component", "kafka"))),
+		kgo.WithLogger(kslog.New(slog.New(newQuietInfo(logger.Handler())).With("component", "kafka"))),
+		kgo.RetryBackoffFn(retryBackoff),
 		kgo.ProducerLinger(5 * time.Millisecond),
 	}
 	if cfg.TLS.enabled() {
@@ -212,25 +215,88 @@ func refusedCredentials(cl *kgo.Client, err error) (mechanism string, refused bo
 
 // quietInfo logs the Kafka client's info lines (metadata refreshes,
 // assignments, connection churn: most of a process's output otherwise) at
-// debug; its warnings and errors keep their level. hookd logs the lifecycle
-// events that matter to an operator itself, once each.
-type quietInfo struct{ slog.Handler }
+// debug. Its warnings and errors keep their level the first time, but a
+// line repeating one seen within repeatQuiet is logged at debug: during an
+// outage the client retries every second and would otherwise log each retry
+// ("unable to open connection to broker", "group manage loop errored").
+// hookd logs the lifecycle events that matter to an operator itself, once
+// each (the outage monitor: one WARN per outage).
+type quietInfo struct {
+	slog.Handler
+	seen *repeats
+}
+
+// repeatQuiet is how long a client warning must not repeat before it is
+// logged at its own level again: one line per message and outage.
+const repeatQuiet = time.Minute
+
+// repeats remembers when each client message was last seen. kgo's messages
+// are constant strings, so the map stays small.
+type repeats struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// clientLogs is shared by every client of the process, so an outage is
+// logged once per message, not once per client.
+var clientLogs = &repeats{last: map[string]time.Time{}}
+
+// repeated records msg at now and reports whether it was seen within
+// repeatQuiet before.
+func (r *repeats) repeated(msg string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, ok := r.last[msg]
+	r.last[msg] = now
+	return ok && now.Sub(prev) < repeatQuiet
+}
+
+func newQuietInfo(h slog.Handler) quietInfo { return quietInfo{Handler: h, seen: clientLogs} }
 
 func (q quietInfo) Enabled(ctx context.Context, l slog.Level) bool {
-	return q.Handler.Enabled(ctx, demote(l))
+	// A repeated warning is logged at debug: ask for the lowest level it
+	// may end at, and decide in Handle.
+	return q.Handler.Enabled(ctx, demote(l)) || (l >= slog.LevelWarn && q.Handler.Enabled(ctx, slog.LevelDebug))
 }
 
 func (q quietInfo) Handle(ctx context.Context, r slog.Record) error {
 	r.Level = demote(r.Level)
+	if r.Level >= slog.LevelWarn && q.seen != nil && q.seen.repeated(r.Message, r.Time) {
+		r.Level = slog.LevelDebug
+	}
+	if !q.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
 	return q.Handler.Handle(ctx, r)
 }
 
-func (q quietInfo) WithAttrs(as []slog.Attr) slog.Handler { return quietInfo{q.Handler.WithAttrs(as)} }
-func (q quietInfo) WithGroup(name string) slog.Handler    { return quietInfo{q.Handler.WithGroup(name)} }
+func (q quietInfo) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietInfo{Handler: q.Handler.WithAttrs(as), seen: q.seen}
+}
+func (q quietInfo) WithGroup(name string) slog.Handler {
+	return quietInfo{Handler: q.Handler.WithGroup(name), seen: q.seen}
+}
 
 func demote(l slog.Level) slog.Level {
 	if l >= slog.LevelInfo && l < slog.LevelWarn {
 		return slog.LevelDebug
 	}
 	return l
+}
+
+// retryBackoff is kgo's backoff between retries (requests, connections,
+// rejoining the group): 250ms doubling to at most 1s, with ±20% jitter.
+// kgo's default goes to 5s, so after an outage the consumers of a group came
+// back up to 5s apart: the first to rejoin took every partition, and the
+// rebalance when the others joined re-delivered what it had finished past
+// its commit watermark.
+func retryBackoff(fails int) time.Duration {
+	const lo, hi = 250 * time.Millisecond, time.Second
+	d := hi
+	if fails <= 1 {
+		d = lo
+	} else if fails < 4 {
+		d = lo << (fails - 1)
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
