@@ -301,6 +301,9 @@ func (c *preparedCache) get(t Target) *prepared {
 		}
 	}
 	p := c.cur[t.ID]
+	if p != nil && p.matches(t) {
+		return p // the common case: no write to the map
+	}
 	if p == nil {
 		p = c.old[t.ID]
 	}
