@@ -153,26 +153,26 @@ func (lc *leanClient) exchange(ctx context.Context, c *leanConn, req *leanReques
 	if _, err := c.br.Peek(1); err != nil {
 		return leanResponse{}, false, err // as it came: EOF when closed by the server
 	}
-	var resp *http.Response
+	var h respHead
 	for {
 		var err error
-		if resp, err = http.ReadResponse(c.br, nil); err != nil {
+		if h, err = readHead(c.br); err != nil {
 			return leanResponse{}, false, err
 		}
 		// 1xx answers (100 Continue, 103 Early Hints) come before the
 		// real one and carry no body.
-		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
+		if h.status > 199 || h.status == http.StatusSwitchingProtocols {
 			break
 		}
 		c.hdrLeft = leanMaxHeaderBytes
 	}
 	c.hdrLeft = -1
-	out := leanResponse{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
-	keep := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
-	if resp.ContentLength == 0 {
+	out := leanResponse{status: h.status, retryAfter: h.retryAfter}
+	keep := !h.close && h.status != http.StatusSwitchingProtocols && (h.chunked || h.length >= 0)
+	if h.length == 0 {
 		return out, keep, nil
 	}
-	out.body, keep = readBody(resp.Body, limit, keep)
+	out.body, keep = readBody(h.body(c.br), limit, keep)
 	return out, keep, nil
 }
 
