@@ -111,5 +111,15 @@
 // waiting in an endpoint queue or behind the held head, not those the
 // paused partition has not fetched yet.
 //
+// # HTTP client
+//
+// Requests to http:// endpoints are made by a lean HTTP/1.1 client on the
+// worker's own goroutine: a pool of idle keep-alive connections per host,
+// deadlines from the request's timeout, the SSRF-guarded dialer, and one
+// retry on a new connection when a reused idle one turns out closed by
+// the server (nothing written, or the connection ended before any byte of
+// the answer). https:// endpoints (HTTP/2 by ALPN) and every request
+// through EgressProxy go through net/http.
+//
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package dispatcher
