@@ -662,7 +662,7 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record,
 	backoff := produceBackoff
 	for {
 		tick := d.slowProduces.start()
-		r, err := d.cl.ProduceSync(ctx, rec).First()
+		r, err := produceSync(ctx, d.cl, rec)
 		d.slowProduces.done(tick)
 		switch {
 		case err == nil:
@@ -686,6 +686,28 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record,
 		backoff = min(2*backoff, produceBackoffMax)
 	}
 }
+
+// produceSync is kgo's ProduceSync for one record without its per-call
+// results slice, WaitGroup and promise closure: the waiter, its channel
+// and its promise are pooled.
+func produceSync(ctx context.Context, cl *kgo.Client, rec *kgo.Record) (*kgo.Record, error) {
+	w := producePool.Get().(*produceWaiter)
+	cl.Produce(ctx, rec, w.promise) // kgo calls the promise exactly once
+	res := <-w.ch
+	producePool.Put(w)
+	return res.Record, res.Err
+}
+
+type produceWaiter struct {
+	ch      chan kgo.ProduceResult
+	promise func(*kgo.Record, error)
+}
+
+var producePool = sync.Pool{New: func() any {
+	w := &produceWaiter{ch: make(chan kgo.ProduceResult, 1)}
+	w.promise = func(r *kgo.Record, err error) { w.ch <- kgo.ProduceResult{Record: r, Err: err} }
+	return w
+}}
 
 // outage tracks one kind of Kafka operation through a broker outage: one
 // WARN when it starts failing, debug lines for the retries, one INFO when
