@@ -110,11 +110,26 @@ func noBody(status int) bool {
 }
 
 // readLine returns the next line of br without its line end. The line is
-// only valid until the next read.
+// only valid until the next read. Of a line longer than br's buffer, only
+// the start is returned (enough for the name of a header, the rest is
+// skipped); the connection's header limit still bounds it.
 func readLine(br *bufio.Reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
-		return nil, fmt.Errorf("%w: line longer than %d bytes", errMalformedResponse, br.Size())
+		if len(line) > 0 && line[0] != ' ' && line[0] != '\t' && !bytes.Contains(line, []byte(":")) {
+			return nil, fmt.Errorf("%w: line longer than %d bytes", errMalformedResponse, br.Size())
+		}
+		start := append([]byte(nil), line...) // the buffer is refilled below
+		for err == bufio.ErrBufferFull {
+			_, err = br.ReadSlice('\n')
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return start, nil
 	}
 	if err != nil {
 		if err == io.EOF && len(line) > 0 {

@@ -27,12 +27,13 @@ func TestReadHeadAsNetHTTP(t *testing.T) {
 		"HTTP/1.1 304 Not Modified\r\n\r\n",
 		"HTTP/1.1 200 OK\r\n\r\nno length",
 		"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 1\r\n\r\nx",
+		"HTTP/1.1 200 OK\r\nContent-Security-Policy: " + strings.Repeat("p", 10000) + "\r\nContent-Length: 2\r\n\r\nok",
 	}
 	for _, raw := range raws {
 		want, werr := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
 		require.NoError(t, werr, raw)
 		wantBody, _ := io.ReadAll(want.Body)
-		br := bufio.NewReader(strings.NewReader(raw))
+		br := bufio.NewReaderSize(strings.NewReader(raw), 4096) // as a lean connection's
 		h, err := readHead(br)
 		require.NoError(t, err, raw)
 		body, err := io.ReadAll(h.body(br))
