@@ -108,9 +108,10 @@ type Config struct {
 	// (and their produces) before abandoning them; abandoned records are
 	// re-read after the restart. Defaults to 30s.
 	DrainTimeout time.Duration
-	// RevokeTimeout bounds how long a rebalance waits for the requests in
-	// flight of the revoked partitions; it must stay well below the group's
-	// rebalance timeout (60s by default). Defaults to 20s.
+	// RevokeTimeout bounds a rebalance's revoke or lost callback as a whole:
+	// waiting for the revoked partitions' requests in flight (three quarters
+	// of it) and committing their watermarks. It must stay well below the
+	// group's rebalance timeout (60s by default). Defaults to 20s.
 	RevokeTimeout time.Duration
 	// SessionTimeout is the consumer-group session timeout: how long the
 	// group waits for a silent member (a dispatcher killed or frozen)
