@@ -40,7 +40,11 @@ func WatchReady(ctx context.Context, procs []*Proc, interval time.Duration) *Rea
 	for _, p := range procs {
 		w.done.Go(func() {
 			for {
-				w.note(p.Name, probe(ctx, client, p.Listen))
+				s := probe(ctx, client, p.Listen)
+				if ctx.Err() != nil {
+					return // Stop cut the probe: not an answer of the process
+				}
+				w.note(p.Name, s)
 				if pause(ctx, interval) != nil {
 					return
 				}
