@@ -2,14 +2,12 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // outage reports a stretch of time in which the relay cannot make
@@ -55,18 +53,4 @@ func (o *outage) end(ctx context.Context, msg string) {
 	o.since, o.failures = time.Time{}, 0
 	o.active.Store(false)
 	o.gauge.Set(0)
-}
-
-// fatalKafka reports whether err is Kafka refusing the relay itself
-// (authentication, authorization): no amount of waiting fixes it, so Run
-// returns it rather than retrying.
-func fatalKafka(err error) bool {
-	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed,
-		kerr.TransactionalIDAuthorizationFailed, kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism,
-		kerr.IllegalSaslState} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }

@@ -22,8 +22,9 @@
 // Kafka being unreachable, for however long, costs latency, not the
 // process: unacknowledged records stop the stream from being read (the
 // replication session stays up), the outage is logged once and shown in
-// hookd_relay_stalled, and the relay resumes when Kafka does. Only Kafka
-// refusing the relay's credentials or authorization ends Run.
+// hookd_relay_stalled, and the relay resumes when Kafka does. Only a
+// permanent Kafka error (kafkaconn.Permanent: credentials, authorization, a
+// deleted topic) ends Run.
 //
 // A row that can never be published never blocks the rows after it: an
 // envelope larger than MaxEnvelopeBytes (the router's limit), or a record
@@ -59,6 +60,7 @@ import (
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/drain"
+	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/producer/event"
@@ -339,8 +341,8 @@ func (r *Relay) Leading() bool { return r.leading.Load() }
 // (Kafka or Postgres unreachable, for however long) are retried with
 // backoff and reported once per outage; a setup problem only the operator
 // can fix (wal_level, REPLICATION attribute, a foreign slot or
-// publication, Kafka refusing the relay's credentials or authorization) is
-// returned as one line.
+// publication, a permanent Kafka error such as refused credentials or
+// authorization) is returned as one line.
 func (r *Relay) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, r.opts...), kgo.DefaultProduceTopic(r.cfg.EventsTopic))...)
 	if err != nil {
@@ -377,8 +379,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		if errors.Is(err, store.ErrRelaySetup) {
 			return err
 		}
-		if fatalKafka(err) {
-			return fmt.Errorf("relay: Kafka refuses the relay (fix its credentials or ACLs): %w", err)
+		if kafkaconn.Permanent(err) {
+			return fmt.Errorf("relay: Kafka refuses the relay (fix its credentials, ACLs or topics): %w", err)
 		}
 		if led {
 			backoff = r.cfg.RetryBackoff
