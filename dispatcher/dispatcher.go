@@ -659,15 +659,21 @@ var errProduceSlow = errors.New("no acknowledgement from Kafka yet")
 // after the restart) or the error is permanent (Run ends with it). Kafka
 // being unreachable costs time, never a record.
 func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record, error) {
+	tick := d.slowProduces.start()
+	_, err := produceSync(ctx, d.cl, rec) // kgo acknowledges rec itself
+	d.slowProduces.done(tick)
+	return d.retryProduce(ctx, rec, err)
+}
+
+// retryProduce goes on from a produce of rec that ended with err (nil:
+// acknowledged, rec is the acknowledged record) as produce does.
+func (d *Dispatcher) retryProduce(ctx context.Context, rec *kgo.Record, err error) (*kgo.Record, error) {
 	backoff := produceBackoff
 	for {
-		tick := d.slowProduces.start()
-		r, err := produceSync(ctx, d.cl, rec)
-		d.slowProduces.done(tick)
 		switch {
 		case err == nil:
 			d.produceOutage.ok(ctx, d.log)
-			return r, nil
+			return rec, nil
 		case ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed):
 			return nil, err
 		case kafkaconn.Permanent(err):
@@ -684,6 +690,9 @@ func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record,
 		case <-t.C:
 		}
 		backoff = min(2*backoff, produceBackoffMax)
+		tick := d.slowProduces.start()
+		_, err = produceSync(ctx, d.cl, rec)
+		d.slowProduces.done(tick)
 	}
 }
 

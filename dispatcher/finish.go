@@ -1,9 +1,11 @@
 package dispatcher
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -168,14 +170,28 @@ func skipReason(class string) string {
 // finish produces what res calls for (a retry record, a dead letter) and
 // the attempt record, each acknowledged by the broker, and only then marks
 // the source record done. A failed produce is retried until Kafka answers
-// (d.produce); if shutdown cuts it the record stays unfinished.
+// (d.produce); if shutdown cuts it the record stays unfinished. The
+// attempt record, produced last, completes the record from its promise:
+// the caller does not wait for its acknowledgement. finish ends the
+// request's count in d.wg (startLocked, startFinishLocked) when the record
+// is complete.
 func (d *Dispatcher) finish(it *item, res result) {
-	ok := d.finishRecord(it, res)
+	if !d.finishRecord(it, res) {
+		d.complete(it, false)
+	}
+}
+
+// complete marks it done (or abandoned) once its records are acknowledged.
+func (d *Dispatcher) complete(it *item, ok bool) {
 	d.mu.Lock()
 	d.doneLocked(it, ok)
 	d.mu.Unlock()
+	d.wg.Done()
 }
 
+// finishRecord produces what res calls for and then the attempt record,
+// which completes it. It returns false, without completing it, when it
+// stays unfinished.
 func (d *Dispatcher) finishRecord(it *item, res result) bool {
 	ctx := d.workCtx
 	src := it.rec
@@ -188,6 +204,7 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 			return d.produceFailed("dead letter", src, err)
 		}
 		d.m.deadLetters.WithLabelValues(deadletter.ReasonMalformed).Inc()
+		d.complete(it, true)
 		return true
 	}
 	if res.aborted {
@@ -251,14 +268,70 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 		rec.DeadReason = p.reason
 		d.m.deadLetters.WithLabelValues(p.reason).Inc()
 	}
+	key := attemptKey{p.outcome, dl.Attempt}
 	kr, err := rec.KafkaRecord(d.names.Attempts)
 	if err != nil {
 		d.log.Error("invalid attempt record, not produced", "delivery_id", dl.ID, "error", err)
-	} else if _, err := d.produce(ctx, kr); err != nil {
-		return d.produceFailed("attempt record", src, err)
+		d.m.attemptsBy.get(key).Inc()
+		d.complete(it, true)
+		return true
 	}
-	d.m.attemptsBy.get(attemptKey{p.outcome, dl.Attempt}).Inc()
+	d.produceAttempt(ctx, it, kr, key)
 	return true
+}
+
+// produceAttempt produces it's attempt record and completes it once the
+// broker acknowledged it, from kgo's promise: no goroutine waits for the
+// acknowledgement. A failed produce is retried as d.produce retries, on a
+// goroutine of its own.
+func (d *Dispatcher) produceAttempt(ctx context.Context, it *item, kr *kgo.Record, key attemptKey) {
+	w := attemptPool.Get().(*attemptWaiter)
+	w.d, w.ctx, w.it, w.key, w.tick = d, ctx, it, key, d.slowProduces.start()
+	d.cl.Produce(ctx, kr, w.promise) // kgo calls the promise exactly once
+}
+
+// attemptWaiter carries an attempt record's produce to its promise; it
+// and its promise are pooled.
+type attemptWaiter struct {
+	d       *Dispatcher
+	ctx     context.Context
+	it      *item
+	key     attemptKey
+	tick    int64
+	promise func(*kgo.Record, error)
+}
+
+var attemptPool sync.Pool
+
+func init() {
+	// Set here: New refers to produced, which puts back into the pool.
+	attemptPool.New = func() any {
+		w := &attemptWaiter{}
+		w.promise = w.produced
+		return w
+	}
+}
+
+// produced runs in kgo's promise: it must not block.
+func (w *attemptWaiter) produced(r *kgo.Record, err error) {
+	d, ctx, it, key := w.d, w.ctx, w.it, w.key
+	d.slowProduces.done(w.tick)
+	*w = attemptWaiter{promise: w.promise}
+	attemptPool.Put(w)
+	if err == nil {
+		d.produceOutage.ok(ctx, d.log)
+		d.m.attemptsBy.get(key).Inc()
+		d.complete(it, true)
+		return
+	}
+	go func() {
+		if _, err := d.retryProduce(ctx, r, err); err != nil {
+			d.complete(it, d.produceFailed("attempt record", it.rec, err))
+			return
+		}
+		d.m.attemptsBy.get(key).Inc()
+		d.complete(it, true)
+	}()
 }
 
 func (d *Dispatcher) produceFailed(what string, src *kgo.Record, err error) bool {

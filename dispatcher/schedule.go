@@ -316,8 +316,8 @@ const workerIdle = 10 * time.Second
 // up to workerIdle between them, until the dispatcher's work ends. A
 // request started on a worker runs on the stack its predecessors grew
 // through the HTTP client, instead of a new goroutine growing its own.
-// Every request is counted in d.wg by startLocked, not the worker: an
-// idle worker holds up no drain.
+// Every request is counted in d.wg by startLocked until its record is
+// complete, not the worker: an idle worker holds up no drain.
 func (d *Dispatcher) worker(j job) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
@@ -334,9 +334,9 @@ func (d *Dispatcher) worker(j job) {
 	}
 }
 
-// work makes one attempt, frees its slots, then finishes the record.
+// work makes one attempt, frees its slots, then finishes the record; the
+// record's completion (finish) ends its count in d.wg.
 func (d *Dispatcher) work(it *item, ep *endpointState) {
-	defer d.wg.Done()
 	res := d.attempt(it)
 	d.mu.Lock()
 	d.m.inFlight.Dec()
@@ -409,10 +409,7 @@ func (d *Dispatcher) startFinishLocked(it *item, res result) {
 	it.started = true
 	it.part.running++
 	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.finish(it, res)
-	}()
+	go d.finish(it, res)
 }
 
 // doneLocked ends it: done (its offset may be committed) or abandoned
