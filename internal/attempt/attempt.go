@@ -112,14 +112,18 @@ func (r *Record) KafkaRecord(topic string) (*kgo.Record, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	v, ok := r.appendJSON(make([]byte, 0, 1024))
+	// The key and the value share one allocation, sized for both.
+	k := len(r.DeliveryID)
+	b, ok := r.appendJSON(append(make([]byte, 0, k+r.sizeHint()), r.DeliveryID...))
 	if !ok {
-		var err error
-		if v, err = json.Marshal(r); err != nil {
+		c := *r // json.Marshal keeps its argument: r itself stays off the heap
+		v, err := json.Marshal(&c)
+		if err != nil {
 			return nil, fmt.Errorf("encoding attempt record: %w", err)
 		}
+		return &kgo.Record{Topic: topic, Key: []byte(r.DeliveryID), Value: v}, nil
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(r.DeliveryID), Value: v}, nil
+	return &kgo.Record{Topic: topic, Key: b[:k:k], Value: b[k:]}, nil
 }
 
 // Decode reads an attempts-topic record.
