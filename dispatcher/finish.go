@@ -351,10 +351,15 @@ func bodyDigest(body []byte) string {
 	return string(buf[:])
 }
 
+// newAttemptID returns "att_" and 24 random hex digits, in one
+// allocation.
 func newAttemptID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "att_" + hex.EncodeToString(b[:])
+	var id [4 + 2*len(b)]byte
+	copy(id[:], "att_")
+	hex.Encode(id[4:], b[:])
+	return string(id[:])
 }
 
 func truncate(s string, n int) string {

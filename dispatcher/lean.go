@@ -87,12 +87,17 @@ func (w connWriter) Write(p []byte) (int, error) {
 }
 
 // leanRequest is what post writes: the request line and headers are
-// written in this order, then body.
+// written in this order, then body. The headers are held in an array, not
+// a slice, so that a request needs no allocation of its own.
 type leanRequest struct {
 	addr, host, uri string
-	headers         [][2]string
+	headers         [leanHeaders][2]string
 	body            []byte
 }
+
+// leanHeaders is the number of headers of a request: User-Agent,
+// Content-Type and the three of the signature scheme.
+const leanHeaders = 5
 
 // leanResponse is what came back, the body read up to limit.
 type leanResponse struct {
@@ -104,7 +109,6 @@ type leanResponse struct {
 // do makes req and reads up to limit bytes of the response body before
 // the deadline.
 func (lc *leanClient) do(ctx context.Context, req *leanRequest, limit int64, deadline time.Time) (leanResponse, error) {
-	lc.watch(ctx)
 	for try := 0; ; try++ {
 		c, reused, err := lc.get(ctx, req.addr, deadline)
 		if err != nil {
@@ -207,8 +211,7 @@ func writeRequest(w *bufio.Writer, req *leanRequest) error {
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(req.host)
 	w.WriteString("\r\nContent-Length: ")
-	var n [20]byte
-	w.Write(strconv.AppendInt(n[:0], int64(len(req.body)), 10))
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(req.body)), 10))
 	w.WriteString("\r\n")
 	for _, h := range req.headers {
 		w.WriteString(h[0])
@@ -221,11 +224,17 @@ func writeRequest(w *bufio.Writer, req *leanRequest) error {
 	return w.Flush()
 }
 
-// get returns an idle connection to addr (reused) or dials a new one.
+// get returns an idle connection to addr (reused) or dials a new one. It
+// makes the end of ctx cut the requests made under it (watch).
 func (lc *leanClient) get(ctx context.Context, addr string, deadline time.Time) (*leanConn, bool, error) {
 	done := ctx.Done()
 	now := time.Now()
 	lc.mu.Lock()
+	if done != nil && !lc.watched[done] {
+		lc.mu.Unlock()
+		lc.watch(ctx)
+		lc.mu.Lock()
+	}
 	if lc.closed {
 		lc.mu.Unlock()
 		return nil, false, errors.New("client closed")
@@ -310,7 +319,8 @@ func (lc *leanClient) sweepLocked(now time.Time) {
 }
 
 // watch makes the end of ctx cut the requests made under it, once per
-// context (the dispatcher passes the same one to every request).
+// context (the dispatcher passes the same one to every request). get
+// calls it for a context it has not seen.
 func (lc *leanClient) watch(ctx context.Context) {
 	done := ctx.Done()
 	if done == nil {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -25,11 +26,12 @@ type sender struct {
 	client *http.Client
 	// lean, when set, makes the requests to http:// endpoints (see
 	// leanClient); nil with an egress proxy.
-	lean      *leanClient
-	prepared  preparedCache
-	userAgent []string // the header value, shared by every request
-	readLimit int64
-	excerpt   int
+	lean       *leanClient
+	prepared   preparedCache
+	timestamps timestampCache
+	userAgent  []string // the header value, shared by every request
+	readLimit  int64
+	excerpt    int
 	// log, when set, gets one line per attempt at logLevel.
 	log      *slog.Logger
 	logLevel slog.Level
@@ -139,7 +141,7 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	}
 	u := *p.url
 	req.URL = &u
-	ts := signature.Timestamp(time.Now()) // receivers check it against their wall clock
+	ts := s.timestamps.get(time.Now()) // receivers check it against their wall clock
 	// One backing array for the three values of this request.
 	vals := [...]string{d.EventID, ts, p.signer.Sign(d.EventID, ts, d.Body)}
 	v := vals[:]
@@ -174,14 +176,15 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 
 // postLean makes the request of post with the lean client.
 func (s *sender) postLean(ctx context.Context, p *prepared, d *delivery.Delivery, timeout time.Duration) response {
-	deadline := time.Now().Add(timeout)
-	ts := signature.Timestamp(time.Now()) // receivers check it against their wall clock
+	now := time.Now()
+	deadline := now.Add(timeout)
+	ts := s.timestamps.get(now) // receivers check it against their wall clock
 	if !validHeaderValue(d.EventID) {
 		return response{err: &url.Error{Op: "Post", URL: p.url.Redacted(),
 			Err: fmt.Errorf("net/http: invalid header field value for %q", "Webhook-Id")}}
 	}
 	req := leanRequest{addr: p.lean.addr, host: p.lean.host, uri: p.lean.uri, body: d.Body,
-		headers: [][2]string{
+		headers: [leanHeaders][2]string{
 			{"User-Agent", s.userAgent[0]},
 			{"Content-Type", contentTypeJSON[0]},
 			{"Webhook-Id", d.EventID},
@@ -193,6 +196,26 @@ func (s *sender) postLean(ctx context.Context, p *prepared, d *delivery.Delivery
 		return response{err: &url.Error{Op: "Post", URL: p.url.Redacted(), Err: err}}
 	}
 	return response{status: res.status, retryAfter: res.retryAfter, excerpt: excerpt(res.body, s.excerpt)}
+}
+
+// timestampCache holds the webhook-timestamp value of the latest second
+// asked for: one string a second instead of one a request.
+type timestampCache struct{ last atomic.Pointer[timestamp] }
+
+type timestamp struct {
+	sec int64
+	s   string
+}
+
+// get returns signature.Timestamp(now).
+func (c *timestampCache) get(now time.Time) string {
+	sec := now.Unix()
+	if t := c.last.Load(); t != nil && t.sec == sec {
+		return t.s
+	}
+	t := &timestamp{sec: sec, s: signature.Timestamp(now)}
+	c.last.Store(t)
+	return t.s
 }
 
 // validHeaderValue reports whether v can be sent as a header value as

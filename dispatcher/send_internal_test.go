@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookd/hookd/dispatcher/signature"
 )
 
 // The prepared state of an endpoint is reused while its URL and secrets
@@ -48,4 +50,18 @@ func TestPreparedCache(t *testing.T) {
 	require.Same(t, p3, c.get(tg))
 	require.Len(t, c.cur, 1)
 	require.Len(t, c.old, 1)
+}
+
+// The timestamp cache answers what signature.Timestamp does, for the
+// second asked for, forwards and backwards, and makes one string a second.
+func TestTimestampCache(t *testing.T) {
+	var c timestampCache
+	base := time.Unix(1714564800, 0)
+	for _, off := range []time.Duration{0, 999 * time.Millisecond, time.Second, 1500 * time.Millisecond, -time.Second, 3 * time.Hour} {
+		now := base.Add(off)
+		require.Equal(t, signature.Timestamp(now), c.get(now), "at %v", off)
+	}
+	now := base.Add(time.Hour)
+	c.get(now)
+	require.Zero(t, testing.AllocsPerRun(100, func() { c.get(now.Add(500 * time.Millisecond)) }))
 }
