@@ -116,7 +116,7 @@ const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
 	status_code integer, outcome text NOT NULL, error_class text, error text, response_excerpt text,
 	next_action text NOT NULL, next_due_at timestamptz, dead_reason text, dlq_topic text, dlq_partition integer,
 	dlq_offset bigint, replay_id text, destination text, body_sha256 text, fresh boolean NOT NULL DEFAULT false, foreign_account text,
-	inline boolean NOT NULL DEFAULT false
+	inline boolean NOT NULL DEFAULT false, d_exists boolean NOT NULL DEFAULT false
 ) ON COMMIT DELETE ROWS`
 
 // attemptRowColumns are the columns of the attempt log (webhooks.attempt_rows,
@@ -142,25 +142,28 @@ const attemptRowColumns = `attempt_id, delivery_id, event_id, endpoint_id, accou
 //     whose delivery row does not exist yet or holds no attempt: the
 //     delivery row holds it (issue 15: one row per delivered webhook)
 //     instead of a row of its own.
+//   - d_exists: the delivery row exists (it is updated), or not yet (it is
+//     inserted). One lookup of the row serves all four.
 //
 // It returns the fresh attempts with a foreign account.
 const classifyAttempts = `WITH c AS MATERIALIZED (
 	SELECT i.attempt_id, i.started_at, i.delivery_id, i.attempt, i.account, i.event_id, i.endpoint_id,
-		NOT EXISTS (SELECT 1 FROM webhooks.attempt_rows a WHERE a.attempt_id = i.attempt_id AND a.started_at = i.started_at)
-			AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d
-				WHERE d.id = i.delivery_id AND d.a_id = i.attempt_id AND d.a_started_at = i.started_at) AS fresh,
+		d.id IS NOT NULL AS d_exists,
+		(d.a_id IS NULL OR d.a_id <> i.attempt_id OR d.a_started_at <> i.started_at)
+			AND NOT EXISTS (SELECT 1 FROM webhooks.attempt_rows a WHERE a.attempt_id = i.attempt_id AND a.started_at = i.started_at) AS fresh,
 		COALESCE(
 			NULLIF((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = i.endpoint_id), i.account),
-			NULLIF((SELECT d.account FROM webhooks.deliveries d WHERE d.id = i.delivery_id), i.account)) AS other
-	FROM hookd_attempts_in i
+			NULLIF(d.account, i.account)) AS other,
+		d.id IS NOT NULL AND (d.a_id IS NOT NULL OR d.account <> i.account OR d.event_id <> i.event_id
+			OR d.endpoint_id <> i.endpoint_id) AS row_blocks_inline
+	FROM hookd_attempts_in i LEFT JOIN webhooks.deliveries d ON d.id = i.delivery_id
 ), r AS (
 	SELECT c.*, fresh AND other IS NULL AND row_number() OVER (PARTITION BY delivery_id, fresh AND other IS NULL
 		ORDER BY started_at, attempt, attempt_id) = 1 AS first
 	FROM c
 ), u AS (
 	UPDATE hookd_attempts_in i SET fresh = r.fresh, foreign_account = CASE WHEN r.fresh THEN r.other END,
-		inline = r.first AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d WHERE d.id = r.delivery_id
-			AND (d.a_id IS NOT NULL OR d.account <> r.account OR d.event_id <> r.event_id OR d.endpoint_id <> r.endpoint_id))
+		inline = r.first AND NOT r.row_blocks_inline, d_exists = r.d_exists
 	FROM r WHERE r.attempt_id = i.attempt_id AND r.started_at = i.started_at
 	RETURNING i.attempt_id, i.delivery_id, i.endpoint_id, i.account, i.foreign_account
 )
@@ -187,13 +190,19 @@ WHERE i.inline AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d
 	WHERE d.id = i.delivery_id AND d.a_id = i.attempt_id AND d.a_started_at = i.started_at)
 ON CONFLICT DO NOTHING`
 
-// deliverySource is, per delivery of the batch, its newest new attempt (by
-// start time, then attempt number), its highest attempt number among the
+// deliverySource is, per delivery of the batch whose row exists (or, with
+// rowExists false, does not exist yet), its newest new attempt (by start
+// time, then attempt number), its highest attempt number among the
 // attempts actually made, and the fields (il_*) of the attempt its row is
 // to hold, if holds. Window functions rather than joins: the staging table
 // has no statistics, and the planner would nest loops over it.
-var deliverySource = `WITH f AS (
-	SELECT * FROM hookd_attempts_in WHERE fresh AND (foreign_account IS NULL OR next_action = 'dead_letter')
+func deliverySource(rowExists bool) string {
+	exists := "d_exists"
+	if !rowExists {
+		exists = "NOT d_exists"
+	}
+	return `WITH f AS (
+	SELECT * FROM hookd_attempts_in WHERE fresh AND (foreign_account IS NULL OR next_action = 'dead_letter') AND ` + exists + `
 ),
 w AS (
 	SELECT f.*,
@@ -215,11 +224,12 @@ src AS (
 	FROM latest l
 )
 `
+}
 
-// Create the rows the router has not inserted yet, with the state of their
-// newest attempt; raise the attempt count of the others that
-// applyDeliveryState (which runs first) did not move.
-var upsertDeliveries = deliverySource + `
+// Create the rows not there yet, with the state of their newest attempt;
+// a row another writer inserted meanwhile only has its attempt count
+// raised.
+var upsertDeliveries = deliverySource(false) + `
 INSERT INTO webhooks.deliveries AS d (id, event_id, endpoint_id, account, event_type, status, attempts,
 	last_status_code, last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset,
 	event_created_at, delivered_at, last_attempt_at, ` + inlineColumns + `)
@@ -244,7 +254,7 @@ WHERE d.attempts < EXCLUDED.attempts AND d.account = EXCLUDED.account`
 // update. A terminal row (delivered, dead) only moves on
 // for a replay's attempt, or from dead to delivered (the endpoint did get
 // it); never back to retrying because a stale or duplicated attempt arrived.
-var applyDeliveryState = deliverySource + `
+var applyDeliveryState = deliverySource(true) + `
 UPDATE webhooks.deliveries d SET
 	status = CASE WHEN ` + movesState + ` THEN s.new_status ELSE d.status END,
 	last_status_code = CASE WHEN ` + movesState + ` THEN s.status_code ELSE d.last_status_code END,
@@ -308,7 +318,19 @@ const (
 	sqlFailures = `('retry', 'gone', 'permanent', 'refused')`
 )
 
-// Record the newest success and failure of every endpoint of the batch.
+// healthResolution is how precisely endpoint_health records the newest
+// success and failure: a batch moves them on only by more than this, so a
+// busy endpoint's health row is rewritten about once a second, not once
+// per batch (issue 15: writes per delivery). The recorded success is thus
+// at most this much older than the newest one logged, and a failure counts
+// (failing_since, a 410 disabling) only when it started more than this
+// after the recorded success: a failure that started before a success
+// (answered out of order) is never mistaken for the start of an outage.
+// An outage's failing_since can start up to this much late.
+const healthResolution = `interval '1 second'`
+
+// Record the newest success and failure of every endpoint of the batch,
+// to healthResolution.
 const upsertEndpointHealth = `INSERT INTO webhooks.endpoint_health AS h (endpoint_id, last_success_at, last_failure_at)
 SELECT endpoint_id,
 	max(started_at) FILTER (WHERE outcome IN ` + sqlSuccess + `),
@@ -319,11 +341,23 @@ GROUP BY endpoint_id
 ORDER BY endpoint_id
 ON CONFLICT (endpoint_id) DO UPDATE SET
 	last_success_at = GREATEST(h.last_success_at, EXCLUDED.last_success_at),
-	last_failure_at = GREATEST(h.last_failure_at, EXCLUDED.last_failure_at)`
+	last_failure_at = GREATEST(h.last_failure_at, EXCLUDED.last_failure_at)
+WHERE EXCLUDED.last_success_at > COALESCE(h.last_success_at, '-infinity'::timestamptz) + ` + healthResolution + `
+	OR EXCLUDED.last_failure_at > COALESCE(h.last_failure_at, '-infinity'::timestamptz) + ` + healthResolution
 
 // healthBase is, per endpoint, the instant after which a failure counts:
-// its newest success or its re-enabling, whichever is later.
-const healthBase = `COALESCE(GREATEST(h.last_success_at, h.reset_at), '-infinity'::timestamptz)`
+// its recorded success (plus healthResolution) or its re-enabling,
+// whichever is later.
+const healthBase = `COALESCE(GREATEST(h.last_success_at + ` + healthResolution + `, h.reset_at), '-infinity'::timestamptz)`
+
+// healthRelevant are the fresh attempts of the batch, of their endpoint's
+// account, that can move failing_since or disable their endpoint: the
+// failures, and every attempt at an endpoint already failing (a success
+// ends its failing). A batch of successes at healthy endpoints has none,
+// and costs no lookup of its endpoints (endpoints_failing_idx lists the
+// failing ones).
+const healthRelevant = `SELECT * FROM hookd_attempts_in WHERE fresh AND foreign_account IS NULL
+	AND (outcome IN ` + sqlFailures + ` OR endpoint_id IN (SELECT id FROM webhooks.endpoints WHERE failing_since IS NOT NULL))`
 
 // failing_since is the first failure after the newest success (or reset):
 // cleared by a success newer than it, set by a failure newer than the last
@@ -336,7 +370,7 @@ FROM (
 		min(i.started_at) FILTER (WHERE i.outcome IN ` + sqlFailures + ` AND i.started_at > ` + healthBase + `)
 	) AS fs
 	FROM webhooks.endpoints e2
-	JOIN hookd_attempts_in i ON i.endpoint_id = e2.id AND i.fresh AND i.foreign_account IS NULL
+	JOIN (` + healthRelevant + `) i ON i.endpoint_id = e2.id
 	LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e2.id
 	GROUP BY e2.id, e2.failing_since, h.last_success_at, h.reset_at
 	ORDER BY e2.id
@@ -360,7 +394,7 @@ const disableFromBatch = `UPDATE webhooks.endpoints e SET
 FROM (
 	SELECT e2.id, bool_or(i.outcome = 'gone' AND i.started_at > ` + healthBase + `) AS gone
 	FROM webhooks.endpoints e2
-	JOIN hookd_attempts_in i ON i.endpoint_id = e2.id AND i.fresh AND i.foreign_account IS NULL
+	JOIN (` + healthRelevant + `) i ON i.endpoint_id = e2.id
 	LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e2.id
 	WHERE e2.status = 'active'
 	GROUP BY e2.id
@@ -446,10 +480,9 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 			return res, wrapWriteError("disabling endpoints", err)
 		}
 	}
-	// The others last: their rows exist now, in their final state, unless
-	// the attempt was kept out as another account's; inserting them costs
-	// nothing then.
-	pm, err := writePending(ctx, tx, p.Pending, pendingWithAttempt)
+	// The others last, and only those whose attempt was kept out as
+	// another account's: the rest have their row now, in its final state.
+	pm, err := writePending(ctx, tx, pendingOfForeignAttempts(p.Pending, am), pendingWithAttempt)
 	if err != nil {
 		return res, err
 	}
@@ -458,6 +491,25 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 		return WriteAttemptsResult{Inserted: map[string]bool{}}, wrapWriteError("committing attempt batch", err)
 	}
 	return res, nil
+}
+
+// pendingOfForeignAttempts are the pending rows whose delivery has an
+// attempt in the batch kept out as another account's (am).
+func pendingOfForeignAttempts(pending []PendingDelivery, am []AccountMismatch) []PendingDelivery {
+	if len(am) == 0 {
+		return nil
+	}
+	foreign := make(map[string]bool, len(am))
+	for _, m := range am {
+		foreign[m.DeliveryID] = true
+	}
+	var out []PendingDelivery
+	for _, p := range pending {
+		if foreign[p.ID] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func collectMismatches(rows pgx.Rows, err error) ([]AccountMismatch, error) {

@@ -302,3 +302,54 @@ func TestOverdueDeliveries(t *testing.T) {
 	require.Equal(t, int64(3), b.Retrying)
 	require.WithinDuration(t, now.Add(-time.Hour), b.OldestPending, time.Millisecond)
 }
+
+// Issue 15: a busy endpoint's health row is rewritten about once a second,
+// not once per batch: successes less than a second after the recorded one
+// leave it alone. Yet a failure that started before a success the row did
+// not record (answered out of order, logged after it) does not start
+// failing_since, and a real outage still does.
+func TestEndpointHealthToTheSecond(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	addEndpoint(t, db, "ep1")
+	at := func(d string, off time.Duration, outcome attempt.Outcome, next attempt.NextAction) *attempt.Record {
+		r := rec(d, "ep1", 1, outcome, next)
+		r.StartedAt = t0.Add(off)
+		return r
+	}
+	lastSuccess := func() time.Time {
+		h, err := db.Store.GetEndpointHealth(ctx, "ep1")
+		require.NoError(t, err)
+		return h.LastSuccessAt
+	}
+	write(t, db, t0, at("s0", 0, attempt.OutcomeDelivered, attempt.NextDone))
+	require.True(t, lastSuccess().Equal(t0))
+	// Ten batches of successes within the second: the row stays.
+	for i := 1; i <= 10; i++ {
+		write(t, db, t0, at(fmt.Sprintf("s%d", i), time.Duration(i)*90*time.Millisecond, attempt.OutcomeDelivered, attempt.NextDone))
+	}
+	require.True(t, lastSuccess().Equal(t0), "rewritten within the second: %s", lastSuccess())
+	// A failure that started at 0.5s, before the unrecorded success at
+	// 0.9s, logged after it: no outage.
+	write(t, db, t0, at("f1", 500*time.Millisecond, attempt.OutcomeRetry, attempt.NextRetry))
+	h, err := db.Store.GetEndpointHealth(ctx, "ep1")
+	require.NoError(t, err)
+	require.True(t, h.FailingSince.IsZero(), "failing since %s", h.FailingSince)
+	// A success more than a second on is recorded.
+	write(t, db, t0, at("s11", 1500*time.Millisecond, attempt.OutcomeDelivered, attempt.NextDone))
+	require.True(t, lastSuccess().Equal(t0.Add(1500*time.Millisecond)))
+	// An outage: failures from 3s on start failing_since at the first.
+	write(t, db, t0, at("f2", 3*time.Second, attempt.OutcomeRetry, attempt.NextRetry),
+		at("f3", 4*time.Second, attempt.OutcomeRetry, attempt.NextRetry))
+	h, err = db.Store.GetEndpointHealth(ctx, "ep1")
+	require.NoError(t, err)
+	require.True(t, h.FailingSince.Equal(t0.Add(3*time.Second)), "failing since %s", h.FailingSince)
+	require.True(t, h.LastFailureAt.Equal(t0.Add(4*time.Second)))
+	// A success ends it.
+	write(t, db, t0, at("s12", 5*time.Second, attempt.OutcomeDelivered, attempt.NextDone))
+	h, err = db.Store.GetEndpointHealth(ctx, "ep1")
+	require.NoError(t, err)
+	require.True(t, h.FailingSince.IsZero())
+	require.True(t, h.LastSuccessAt.Equal(t0.Add(5*time.Second)))
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/metrictest"
 	"github.com/hookd/hookd/store/attemptlog"
 )
 
@@ -93,5 +94,70 @@ func TestWriterCarriesDeliveryRecordsToTheBatchOfTheirAttempts(t *testing.T) {
 	})
 	require.Equal(t, n, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE created_at = updated_at`),
 		"each row inserted once, not inserted pending and then updated")
+	eventually(t, 20*time.Second, "the offsets committed at the end", func() bool { return b.committedAtEnd(t) })
+}
+
+// Issue 15: a delivery record is held until its attempt is read, however
+// many batches pass meanwhile (at saturation the writer is far behind and a
+// delivery's two records land in batches seconds apart): its row is still
+// inserted once, in its final state. Before, a record was carried for at
+// most 4 BatchWaits and then written pending (and updated later).
+func TestWriterHoldsADeliveryRecordUntilItsAttemptArrives(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWriter(t, attemptlog.Config{BatchWait: 20 * time.Millisecond, Hold: 10 * time.Minute, MaxHold: 10 * time.Minute}, b.reg)
+	d := delivery.Delivery{ID: "h-d1", EventID: "evt-h-1", EventType: "invoice.paid", EndpointID: "ep1", Account: "acct_1",
+		EventCreated: t0, Attempt: 1, Body: []byte(`{}`)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.producer.ProduceSync(ctx, d.Record(b.names.Deliveries)).FirstErr())
+	eventually(t, 10*time.Second, "the delivery record held", func() bool {
+		return metrictest.Value(t, b.reg, "hookd_attempt_log_held_deliveries") == 1
+	})
+	// Twenty batches of other deliveries' attempts, each gathered for at
+	// least BatchWait: far longer than 4 BatchWaits.
+	before := metrictest.Value(t, b.reg, "hookd_attempt_log_batches_total")
+	for i := range 20 {
+		b.produce(t, history(fmt.Sprintf("o%02d", i), "ep2", 1)...)
+		eventually(t, 10*time.Second, "the batch written", func() bool {
+			return metrictest.Value(t, b.reg, "hookd_attempt_log_batches_total") >= before+float64(i+1)
+		})
+	}
+	require.Equal(t, 0, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'h-d1'`), "no pending row yet")
+	require.Equal(t, 1.0, metrictest.Value(t, b.reg, "hookd_attempt_log_held_deliveries"))
+	b.produce(t, &attempt.Record{AttemptID: "h-d1-a1", DeliveryID: d.ID, EventID: d.EventID, EventType: d.EventType,
+		EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Tier: b.names.Deliveries,
+		StartedAt: t0.Add(time.Second), Duration: time.Millisecond, Outcome: attempt.OutcomeDelivered, StatusCode: 200,
+		NextAction: attempt.NextDone})
+	eventually(t, 20*time.Second, "the delivery delivered in the log", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'h-d1' AND status = 'delivered'`) == 1
+	})
+	require.Equal(t, 1, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'h-d1' AND created_at = updated_at`),
+		"the row was inserted once, not inserted pending and then updated")
+	eventually(t, 20*time.Second, "the offsets committed at the end", func() bool { return b.committedAtEnd(t) })
+}
+
+// A delivery whose first attempt does not come (a paused endpoint, a
+// hanging one) shows as pending once Hold has passed; and at MaxHeld the
+// writer stops reading delivery records until their attempts release
+// some, without losing or skipping any.
+func TestWriterWritesHeldDeliveriesPendingAfterHoldAndPacesAtMaxHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWriter(t, attemptlog.Config{BatchWait: 20 * time.Millisecond, Hold: 300 * time.Millisecond, MaxHeld: 2}, b.reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const n = 12
+	for i := range n {
+		d := delivery.Delivery{ID: fmt.Sprintf("p-d%02d", i), EventID: fmt.Sprintf("evt-p-%02d", i), EventType: "invoice.paid",
+			EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Body: []byte(`{}`)}
+		require.NoError(t, b.producer.ProduceSync(ctx, d.Record(b.names.Deliveries)).FirstErr())
+	}
+	eventually(t, 30*time.Second, "every delivery pending in the log", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'pending'`) == n
+	})
+	eventually(t, 20*time.Second, "nothing held any more", func() bool {
+		return metrictest.Value(t, b.reg, "hookd_attempt_log_held_deliveries") == 0
+	})
 	eventually(t, 20*time.Second, "the offsets committed at the end", func() bool { return b.committedAtEnd(t) })
 }

@@ -12,6 +12,7 @@ type metrics struct {
 	batchSize    prometheus.Histogram
 	writeSeconds prometheus.Histogram
 	lag          prometheus.Gauge
+	held         prometheus.Gauge
 	postgresUp   prometheus.Gauge
 	records      *prometheus.CounterVec
 	writeErrors  *prometheus.CounterVec
@@ -40,6 +41,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookd_attempt_log_lag_seconds",
 			Help: "Age of the oldest record of the batch last written or being retried (Kafka timestamp to now). Grows during a Postgres outage.",
+		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_attempt_log_held_deliveries",
+			Help: "Delivery records held until their first attempt is read (their row is then inserted once, in its final state); at the writer's max held the deliveries topic is paused.",
 		}),
 		postgresUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookd_attempt_log_postgres_up",
@@ -70,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Deliveries dead-lettered, by reason, counted from the attempt log.",
 		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.batches, m.batchSize, m.writeSeconds, m.lag, m.postgresUp,
+	for _, c := range []prometheus.Collector{m.batches, m.batchSize, m.writeSeconds, m.lag, m.held, m.postgresUp,
 		m.records, m.writeErrors, m.commitErrors, m.kafkaUp, m.attempts, m.dlq} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering attempt log metrics: %w", err)

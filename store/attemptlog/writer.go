@@ -76,12 +76,28 @@ type Config struct {
 	// Defaults to 1000.
 	MaxBatch int
 	// BatchWait is how long the writer goes on gathering records into a
-	// batch (up to MaxBatch) after the first, so that a delivery record and
-	// its attempt, read a moment apart, are written together: its row is
-	// then inserted once, in its final state, instead of inserted pending
-	// and updated. It delays the delivery log by as much. Defaults to
-	// 250ms; a negative value writes every poll at once.
+	// batch (up to MaxBatch) after the first. It delays the delivery log by
+	// as much. Defaults to 250ms; a negative value writes every poll at
+	// once.
 	BatchWait time.Duration
+	// Hold is how long a delivery record waits for its first attempt
+	// before its 'pending' row is written, in the time of the attempts
+	// topic: until the writer has read attempt records produced Hold after
+	// the delivery record (or, once it has read every attempt there is,
+	// until Hold has passed). A delivery record and its attempt are thus
+	// written together, the row inserted once in its final state, however
+	// far behind the writer is, while a delivery whose first attempt is
+	// slow (a hanging endpoint, a paused one) shows as pending after Hold.
+	// Defaults to 5s; a negative value writes pending rows at once.
+	Hold time.Duration
+	// MaxHold bounds, on the wall clock, how long a delivery record is
+	// held. Defaults to 60s.
+	MaxHold time.Duration
+	// MaxHeld is how many delivery records may be held at once; at that
+	// count the writer stops reading the deliveries topic until half of
+	// them are released (their attempts read). A held record costs about
+	// 300 bytes. Defaults to 50000.
+	MaxHeld int
 	// DisableAfter is how long an endpoint may fail continuously before it
 	// is disabled (--disable-after). Defaults to 72h; at least 1m.
 	DisableAfter time.Duration
@@ -122,6 +138,15 @@ func (c *Config) setDefaults() {
 	if c.BatchWait == 0 {
 		c.BatchWait = 250 * time.Millisecond
 	}
+	if c.Hold == 0 {
+		c.Hold = 5 * time.Second
+	}
+	if c.MaxHold == 0 {
+		c.MaxHold = 60 * time.Second
+	}
+	if c.MaxHeld == 0 {
+		c.MaxHeld = 50_000
+	}
 	if c.DisableAfter == 0 {
 		c.DisableAfter = maintenance.DefaultDisableAfter
 	}
@@ -145,6 +170,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("attempt log max batch: must be between 1 and 100000, got %d", c.MaxBatch)
 	case c.BatchWait > 10*time.Second:
 		return fmt.Errorf("attempt log batch wait: must be at most 10s, got %s", c.BatchWait)
+	case c.Hold > 10*time.Minute:
+		return fmt.Errorf("attempt log hold: must be at most 10m, got %s", c.Hold)
+	case c.MaxHold < 0 || c.MaxHold > time.Hour:
+		return fmt.Errorf("attempt log max hold: must be between 0 and 1h, got %s", c.MaxHold)
+	case c.MaxHeld < 1 || c.MaxHeld > 10_000_000:
+		return fmt.Errorf("attempt log max held: must be between 1 and 10000000, got %d", c.MaxHeld)
 	case c.DisableAfter < time.Minute:
 		return fmt.Errorf("disable after: must be at least 1m, got %s", c.DisableAfter)
 	case c.RetryMin <= 0:
@@ -183,9 +214,8 @@ type Writer struct {
 	// skipped holds the attempt ids of the batch in hand that Postgres
 	// refused (Run's goroutine only).
 	skipped map[string]bool
-	// heldSince is when each delivery record carried to the next batch
-	// was first carried (Run's goroutine only).
-	heldSince map[*kgo.Record]time.Time
+	// hold are the delivery records waiting for their attempt.
+	hold holdings
 }
 
 // New checks cfg and registers the writer's metrics.
@@ -251,6 +281,12 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 		}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+			w.hold.revoke(w.cfg.DeliveriesTopic, parts)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+			w.hold.revoke(w.cfg.DeliveriesTopic, parts)
+		}),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -260,22 +296,21 @@ func (w *Writer) Run(ctx context.Context) error {
 	ann := maintenance.NewAnnouncer(cl, w.deps.Store, maintenance.AlertTopics{Events: w.cfg.EventsTopic, Ops: w.cfg.OpsTopic,
 		PortalBaseURL: w.cfg.PortalBaseURL}, w.deps.Logger, w.health)
 	w.deps.Logger.InfoContext(ctx, "attempt log writer started", "topic", w.cfg.Topic, "group", w.cfg.Group)
-	var held []*kgo.Record // delivery records carried to the next batch
 	for {
-		fetches := w.poll(ctx, cl, len(held) > 0)
+		fetches := w.poll(ctx, cl, len(w.hold.held) > 0)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Records polled but not written stay uncommitted: the next
 			// writer of the group reads them again.
 			return nil
 		}
 		recs := w.records(ctx, kh, fetches)
-		if len(recs) == 0 && len(held) == 0 {
+		if len(recs) == 0 && len(w.hold.held) == 0 {
 			continue
 		}
 		if len(recs) > 0 {
 			recs = w.gather(ctx, cl, kh, recs)
 		}
-		if held, err = w.handle(ctx, cl, kh, ann, held, recs); err != nil {
+		if err = w.handle(ctx, cl, kh, ann, recs); err != nil {
 			w.deps.Logger.WarnContext(ctx, "attempt log writer stopping with a batch unwritten; it stays in Kafka and will be read again",
 				"records", len(recs), "error", err)
 			return nil
@@ -307,6 +342,12 @@ func (w *Writer) records(ctx context.Context, kh *kafkaHealth, fetches kgo.Fetch
 		fetchErr = true
 		kh.failed(ctx, fmt.Sprintf("fetching %s/%d", topic, partition), err)
 	})
+	now := time.Now()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if p.Topic == w.cfg.Topic {
+			w.hold.clock.observe(p, now)
+		}
+	})
 	recs := fetches.Records()
 	if len(recs) > 0 && !fetchErr {
 		kh.ok(ctx)
@@ -333,47 +374,34 @@ func (w *Writer) gather(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, re
 	return recs
 }
 
-// handle writes one batch, the delivery records held from the previous
-// one and recs, and commits its offsets. The delivery records whose attempt
-// is not in the batch are not written but returned (see carry), to be
-// written with a next batch (where their attempt likely is: the row is then
-// inserted once, in its final state); offsets are committed short of them.
-// It returns an error only when the drain deadline passed with the batch
-// unwritten.
+// handle writes one batch: the attempts of recs, and the pending rows of
+// the delivery records held (see Config.Hold) that are released now, with
+// their attempt or without; the others are held on, and the offsets
+// committed stop short of them. It returns an error only when the drain
+// deadline passed with the batch unwritten.
 func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, ann *maintenance.Announcer,
-	held, recs []*kgo.Record) ([]*kgo.Record, error) {
+	recs []*kgo.Record) error {
 	wctx, cancel := drainContext(ctx, w.cfg.DrainTimeout)
 	defer cancel()
 
-	all := append(append([]*kgo.Record(nil), held...), recs...)
-	oldest := all[0].Timestamp
-	decoded := make([]*attempt.Record, 0, len(all))
-	pending := map[*kgo.Record]store.PendingDelivery{}
-	for _, kr := range all {
+	// Holding compares record timestamps with the wall clock, not with
+	// Deps.Clock (the clock of endpoint-health decisions).
+	now := time.Now()
+	oldest := w.deps.Clock.Now()
+	w.hold.dropRevoked()
+	decoded := w.decode(ctx, recs, now)
+	for _, kr := range recs {
 		oldest = minTime(oldest, kr.Timestamp)
-		if kr.Topic == w.cfg.DeliveriesTopic {
-			d, err := delivery.Decode(kr)
-			if err != nil {
-				// The dispatcher dead-letters it; nothing to log here.
-				continue
-			}
-			pending[kr] = store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
-				Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated}
-			continue
-		}
-		r, err := attempt.Decode(kr)
-		if err != nil {
-			// Not storable, ever: say so loudly and move past it.
-			w.m.records.WithLabelValues("invalid").Inc()
-			w.deps.Logger.ErrorContext(ctx, "skipping an attempt record that cannot be stored",
-				"topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "error", err)
-			continue
-		}
-		decoded = append(decoded, r)
 	}
-	rows, carry := w.carry(held, recs, pending, decoded)
+	attempted := make(map[string]bool, len(decoded))
+	for _, r := range decoded {
+		attempted[r.DeliveryID] = true
+	}
+	rows := w.hold.release(w.cfg, attempted, now)
+	w.hold.pace(cl, w.cfg)
+	w.m.held.Set(float64(len(w.hold.held)))
 	if len(rows) == 0 && len(decoded) == 0 && len(recs) == 0 {
-		return carry, nil // nothing new: the held records wait on
+		return nil // nothing new: the held records wait on
 	}
 	start := time.Now()
 	w.skipped = map[string]bool{}
@@ -381,7 +409,7 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 	// attempt are in this batch gets one row, inserted in its final state.
 	res, err := w.write(wctx, decoded, rows, oldest)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	w.m.batches.Inc()
 	w.m.batchSize.Observe(float64(len(decoded)))
@@ -394,64 +422,61 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 		// Postgres and the health monitor produces them later.
 		_ = ann.Disabled(wctx, res.Disabled)
 	}
-	cl.MarkCommitOffsets(marks(all, carry))
+	cl.MarkCommitOffsets(w.marks(recs))
 	w.committed(ctx, kh, cl.CommitMarkedOffsets(wctx))
-	return carry, nil
+	return nil
 }
 
-// carry splits the pending rows of a batch into those written now and the
-// delivery records whose delivery has no attempt in the batch, carried to
-// the next one, for up to 4 BatchWaits (a busy writer's batches hold a few
-// hundred records of each topic, and an attempt may trail its delivery
-// record by more than one batch).
-func (w *Writer) carry(held, recs []*kgo.Record, pending map[*kgo.Record]store.PendingDelivery,
-	decoded []*attempt.Record) ([]store.PendingDelivery, []*kgo.Record) {
-	attempted := make(map[string]bool, len(decoded))
-	for _, r := range decoded {
-		attempted[r.DeliveryID] = true
-	}
-	now := time.Now()
-	since := make(map[*kgo.Record]time.Time)
-	var rows []store.PendingDelivery
-	var carry []*kgo.Record
-	for _, kr := range append(append([]*kgo.Record(nil), held...), recs...) {
-		p, ok := pending[kr]
-		if !ok {
+// decode returns the attempt records of recs and holds their delivery
+// records. Records that cannot be decoded are skipped: an attempt with an
+// ERROR (it can never be stored), a delivery record silently (the
+// dispatcher dead-letters it).
+func (w *Writer) decode(ctx context.Context, recs []*kgo.Record, now time.Time) []*attempt.Record {
+	decoded := make([]*attempt.Record, 0, len(recs))
+	for _, kr := range recs {
+		if kr.Topic == w.cfg.DeliveriesTopic {
+			w.hold.read(kr)
+			d, err := delivery.Decode(kr)
+			if err != nil {
+				continue
+			}
+			w.hold.held = append(w.hold.held, heldDelivery{
+				pending: store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
+					Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated},
+				partition: kr.Partition, offset: kr.Offset, epoch: kr.LeaderEpoch, produced: kr.Timestamp, since: now,
+			})
 			continue
 		}
-		first, was := w.heldSince[kr]
-		if !was {
-			first = now
-		}
-		if w.cfg.BatchWait > 0 && !attempted[p.ID] && now.Sub(first) < 4*w.cfg.BatchWait {
-			carry, since[kr] = append(carry, kr), first
+		r, err := attempt.Decode(kr)
+		if err != nil {
+			// Not storable, ever: say so loudly and move past it.
+			w.m.records.WithLabelValues("invalid").Inc()
+			w.deps.Logger.ErrorContext(ctx, "skipping an attempt record that cannot be stored",
+				"topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "error", err)
 			continue
 		}
-		rows = append(rows, p)
+		decoded = append(decoded, r)
 	}
-	w.heldSince = since
-	return rows, carry
+	return decoded
 }
 
 // marks are the offsets to commit after a batch: past the last record of
-// each partition, but not past the first record carried to the next batch.
-func marks(batch, carried []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
-	out := map[string]map[int32]kgo.EpochOffset{}
-	set := func(r *kgo.Record, offset int64, keep func(cur int64) bool) {
+// each partition of the attempts topic, and for the deliveries topic what
+// the held records allow (holdings.commitable).
+func (w *Writer) marks(batch []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
+	out := map[string]map[int32]kgo.EpochOffset{w.cfg.DeliveriesTopic: w.hold.commitable()}
+	for _, r := range batch {
+		if r.Topic == w.cfg.DeliveriesTopic {
+			continue
+		}
 		ps := out[r.Topic]
 		if ps == nil {
 			ps = map[int32]kgo.EpochOffset{}
 			out[r.Topic] = ps
 		}
-		if cur, ok := ps[r.Partition]; !ok || keep(cur.Offset) {
-			ps[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: offset}
+		if cur, ok := ps[r.Partition]; !ok || r.Offset+1 > cur.Offset {
+			ps[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		}
-	}
-	for _, r := range batch {
-		set(r, r.Offset+1, func(cur int64) bool { return r.Offset+1 > cur })
-	}
-	for _, r := range carried {
-		set(r, r.Offset, func(cur int64) bool { return r.Offset < cur })
 	}
 	return out
 }

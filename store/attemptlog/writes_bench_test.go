@@ -15,6 +15,7 @@ import (
 	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/kafkatest"
+	"github.com/hookd/hookd/internal/pgcpu"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/internal/wait"
@@ -31,7 +32,10 @@ import (
 // writer as the pipeline produces them: in chunks, each chunk's delivery
 // records (the router's) and then its attempt records (the dispatcher's, one
 // 200 each). mode=live produces while the writer runs; mode=backlog
-// produces everything first (a writer catching up after a restart).
+// produces everything first (a writer catching up after a restart): its
+// time per op and deliveries/s are the writer's own (production untimed).
+// pg-CPU-µs/delivery is the Postgres server's CPU (every backend) over the
+// timed part, when the server runs on this machine.
 //
 //	scripts/test.sh -run '^$' -bench BenchmarkWriterPostgresWrites -benchtime 5000x ./store/attemptlog/
 func BenchmarkWriterPostgresWrites(b *testing.B) {
@@ -51,7 +55,7 @@ func benchWrites(b *testing.B, live bool) {
 	producer := kafka.Client(b, kgo.ProducerLinger(0))
 	db := pgtest.New(b)
 	ctx := context.Background()
-	const endpoints = 20
+	const endpoints = 1000 // as hookbench
 	for i := range endpoints {
 		if _, err := db.Store.Pool().Exec(ctx, `INSERT INTO webhooks.endpoints (id, account, url, secrets)
 			VALUES ($1, 'acct_1', 'https://example.com/hook', '{whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}')`, fmt.Sprintf("ep%d", i)); err != nil {
@@ -93,7 +97,12 @@ func benchWrites(b *testing.B, live bool) {
 		}
 		waitDelivered(b, reader, 1)
 	}
+	pgMeter := pgMeter(b, db.URL)
 	b.ResetTimer()
+	if !live {
+		b.StopTimer()
+	}
+	cpuBefore := pgMeter.Read()
 	for lo := 0; lo < b.N; lo += benchChunk {
 		dels, atts := benchChunkRecords(b, names, now, lo, min(lo+benchChunk, b.N), endpoints)
 		if err := producer.ProduceSync(ctx, dels...).FirstErr(); err != nil {
@@ -104,6 +113,8 @@ func benchWrites(b *testing.B, live bool) {
 		}
 	}
 	if !live {
+		cpuBefore = pgMeter.Read()
+		b.StartTimer()
 		start()
 	}
 	if live {
@@ -112,6 +123,7 @@ func benchWrites(b *testing.B, live bool) {
 		waitDelivered(b, reader, b.N)
 	}
 	b.StopTimer()
+	cpuAfter := pgMeter.Read()
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
@@ -122,6 +134,22 @@ func benchWrites(b *testing.B, live bool) {
 	b.ReportMetric(float64(after.tableRows-before.tableRows)/n, "rows/delivery")
 	b.ReportMetric(float64(after.dbRows-before.dbRows)/n, "db-rows/delivery")
 	b.ReportMetric(float64(after.walLSN-before.walLSN)/n, "WAL-B/delivery")
+	if cpu, _ := pgcpu.PerDelivery(cpuBefore, cpuAfter, b.N); cpu > 0 {
+		b.ReportMetric(cpu, "pg-CPU-µs/delivery")
+	}
+	if !live {
+		b.ReportMetric(n/b.Elapsed().Seconds(), "deliveries/s")
+	}
+}
+
+// pgMeter measures the test server's CPU, or nothing if it is not local.
+func pgMeter(b *testing.B, url string) pgcpu.Meter {
+	pm, err := pgcpu.PostmasterPID(context.Background(), url)
+	if err != nil {
+		b.Logf("Postgres CPU not measured: %v", err)
+		return pgcpu.Meter{}
+	}
+	return pgcpu.Meter{Postmaster: pm}
 }
 
 func waitDelivered(b *testing.B, reader *pgx.Conn, n int) {
@@ -142,7 +170,7 @@ func benchChunkRecords(b *testing.B, names topics.Names, now time.Time, lo, hi, 
 		d := delivery.Delivery{ID: delivery.ID(evt, ep), EventID: evt, EventType: "invoice.paid", EndpointID: ep,
 			Account: "acct_1", EventCreated: now, Attempt: 1, Body: []byte(`{"id":"` + evt + `"}`)}
 		dels = append(dels, d.Record(names.Deliveries))
-		started := now.Add(time.Duration(i) * time.Millisecond)
+		started := now.Add(time.Duration(i) * 150 * time.Microsecond) // ~6.7k deliveries/s, as hookbench
 		a := &attempt.Record{AttemptID: fmt.Sprintf("att_%07d", i), DeliveryID: d.ID, EventID: evt, EventType: d.EventType,
 			EndpointID: ep, Account: "acct_1", EventCreated: now, Attempt: 1, Tier: names.Deliveries,
 			StartedAt: started, Duration: 12 * time.Millisecond, StatusCode: 200, Outcome: attempt.OutcomeDelivered,

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/internal/pgcpu"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/dispatcher/signature"
@@ -151,12 +153,12 @@ func (b *bench) b2(ctx context.Context, s *stack) (float64, *PGWrites, string, e
 	}
 	defer drop()
 	pgBefore, pgErr := pgStats(ctx, dbURL)
-	cpuBefore := b.pgCPU.read()
+	cpuBefore := b.pgCPU.Read()
 	cmd := exec.CommandContext(ctx, b.riverBin, "--database-url", dbURL, "--deliveries", f, "--workers", "256", "--timeout", "5m")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	cpuAfter := b.pgCPU.read()
+	cpuAfter := b.pgCPU.Read()
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("river-sender: %v: %s", err, stderr.String())
 	}
@@ -171,7 +173,7 @@ func (b *bench) b2(ctx context.Context, s *stack) (float64, *PGWrites, string, e
 	if pgErr == nil {
 		if pgAfter, err := pgStats(ctx, dbURL); err == nil {
 			w = writesBetween(pgBefore, pgAfter, res.Completed, "")
-			w.ServerCPUUsPerDelivery, w.WALSenderCPUUsPerDelivery = perDelivery(cpuBefore, cpuAfter, res.Completed)
+			w.ServerCPUUsPerDelivery, w.WALSenderCPUUsPerDelivery = pgcpu.PerDelivery(cpuBefore, cpuAfter, res.Completed)
 		}
 	}
 	note := ""

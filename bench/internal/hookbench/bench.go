@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/internal/pgcpu"
+
 	"github.com/hookd/hookd/bench/chaos"
 )
 
@@ -140,7 +142,7 @@ type ScaleOut struct {
 type bench struct {
 	cfg      *Config
 	pg       *pgSettings
-	pgCPU    pgCPUMeter
+	pgCPU    pgcpu.Meter
 	bin      string
 	riverBin string
 	res      *Results
@@ -180,10 +182,10 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	b.pg = &pgSettings{base: cfg.DatabaseURL}
 	defer b.pg.restore()
-	if pm, err := postmasterPID(ctx, cfg.DatabaseURL); err != nil {
+	if pm, err := pgcpu.PostmasterPID(ctx, cfg.DatabaseURL); err != nil {
 		b.addNote(fmt.Sprintf("Postgres CPU not measured: %v", err))
 	} else {
-		b.pgCPU = pgCPUMeter{postmaster: pm}
+		b.pgCPU = pgcpu.Meter{Postmaster: pm}
 	}
 	stop := b.progress(ctx)
 	defer stop()
@@ -538,13 +540,13 @@ func (b *bench) runLoad(ctx context.Context, s *stack, name string, rate float64
 func (b *bench) waitIdle(ctx context.Context, s *stack) {
 	deadline := time.Now().Add(3 * time.Minute)
 	prev := b.procStats(s)
-	prevPG := b.pgCPU.read().total
+	prevPG := b.pgCPU.Read().Total
 	for time.Now().Before(deadline) {
 		if pause(ctx, time.Second) != nil { // sampling interval
 			return
 		}
 		cur := b.procStats(s)
-		curPG := b.pgCPU.read().total
+		curPG := b.pgCPU.Read().Total
 		var used time.Duration
 		for n, st := range cur {
 			used += st.CPU - prev[n].CPU
@@ -634,7 +636,7 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 		return nil, err
 	}
 	before := b.procStats(s)
-	pgCPUBefore := b.pgCPU.read()
+	pgCPUBefore := b.pgCPU.Read()
 	start := time.Now()
 	l, ok, lost, err := b.runLoad(ctx, s, name, b.cfg.OfferedRate, b.cfg.Saturation, 50, nil)
 	if err != nil {
@@ -646,12 +648,12 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 	}
 	b.waitIdle(ctx, s)
 	after := b.procStats(s)
-	pgCPUAfter := b.pgCPU.read()
+	pgCPUAfter := b.pgCPU.Read()
 	if pgErr == nil {
 		var pgAfter pgSnapshot
 		if pgAfter, pgErr = pgStats(ctx, s.dbURL); pgErr == nil {
 			m.writes = writesBetween(pgBefore, pgAfter, len(ok), "webhooks.outbox")
-			m.writes.ServerCPUUsPerDelivery, m.writes.WALSenderCPUUsPerDelivery = perDelivery(pgCPUBefore, pgCPUAfter, len(ok))
+			m.writes.ServerCPUUsPerDelivery, m.writes.WALSenderCPUUsPerDelivery = pgcpu.PerDelivery(pgCPUBefore, pgCPUAfter, len(ok))
 		}
 	}
 	if pgErr != nil {

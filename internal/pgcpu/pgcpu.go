@@ -1,4 +1,11 @@
-package hookbench
+// Package pgcpu measures the CPU time of a Postgres server running on this
+// machine, from /proc: the postmaster's own, that of its exited children
+// (the backends of closed connections, reaped into the postmaster's cutime
+// and cstime) and that of its live ones. Benchmarks use it to report what a
+// delivery costs the database, not only hookd's processes.
+//
+// Internal: only hookd's own packages can import it.
+package pgcpu
 
 import (
 	"bytes"
@@ -18,10 +25,10 @@ import (
 // Linux everywhere that matters).
 const clockTicks = 100
 
-// postmasterPID finds the server's postmaster: the parent of a backend of
+// PostmasterPID finds the server's postmaster: the parent of a backend of
 // ours. It fails for a server on another machine (or in a container with
-// its own /proc), whose CPU hookbench then does not report.
-func postmasterPID(ctx context.Context, base string) (int, error) {
+// its own /proc), whose CPU then cannot be measured.
+func PostmasterPID(ctx context.Context, base string) (int, error) {
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		return 0, err
@@ -98,30 +105,37 @@ func serverCPU(postmaster int) (total, walSender time.Duration, err error) {
 	return total, walSender, nil
 }
 
-// pgCPUMeter measures the server's CPU between two reads; a zero meter
-// (no local server) measures nothing.
-type pgCPUMeter struct{ postmaster int }
-
-// pgCPUReading is one read of the server's CPU.
-type pgCPUReading struct {
-	ok               bool
-	total, walSender time.Duration
+// Meter measures the server's CPU between two reads; a zero Meter (no
+// local server) measures nothing.
+type Meter struct {
+	// Postmaster is the server's postmaster pid (PostmasterPID).
+	Postmaster int
 }
 
-func (m pgCPUMeter) read() pgCPUReading {
-	if m.postmaster == 0 {
-		return pgCPUReading{}
+// Reading is one read of the server's CPU.
+type Reading struct {
+	// OK is false when the server's CPU could not be read.
+	OK bool
+	// Total is the whole server's CPU time so far; WALSender the part of
+	// its live WAL senders (logical decoding for a relay).
+	Total, WALSender time.Duration
+}
+
+// Read reads the server's CPU time so far.
+func (m Meter) Read() Reading {
+	if m.Postmaster == 0 {
+		return Reading{}
 	}
-	total, ws, err := serverCPU(m.postmaster)
-	return pgCPUReading{ok: err == nil, total: total, walSender: ws}
+	total, ws, err := serverCPU(m.Postmaster)
+	return Reading{OK: err == nil, Total: total, WALSender: ws}
 }
 
-// perDelivery returns the server's and the WAL senders' CPU µs per
+// PerDelivery returns the server's and the WAL senders' CPU µs per
 // delivery between two readings (zeros without both).
-func perDelivery(before, after pgCPUReading, deliveries int) (total, walSender float64) {
-	if !before.ok || !after.ok {
+func PerDelivery(before, after Reading, deliveries int) (total, walSender float64) {
+	if !before.OK || !after.OK {
 		return 0, 0
 	}
 	d := float64(max(deliveries, 1))
-	return (after.total - before.total).Seconds() / d * 1e6, max(after.walSender-before.walSender, 0).Seconds() / d * 1e6
+	return (after.Total - before.Total).Seconds() / d * 1e6, max(after.WALSender-before.WALSender, 0).Seconds() / d * 1e6
 }
