@@ -81,6 +81,10 @@ type Dispatcher struct {
 
 	refusals refusals // SSRF refusals already logged
 	jobs     chan job // idle workers wait here for a request (schedule.go)
+	// keeping: a worker's work pumps; the first request started goes to
+	// kept, for that worker to run next.
+	keeping bool
+	kept    job
 }
 
 // New validates cfg and builds a dispatcher. It connects to nothing; Run does.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/clock"
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/kafkaconn"
@@ -294,10 +295,15 @@ func (d *Dispatcher) startLocked(ep *endpointState) {
 	it.part.running++
 	d.m.inFlight.Inc()
 	d.wg.Add(1)
-	select {
-	case d.jobs <- job{it, ep}: // an idle worker takes it
+	switch {
+	case d.keeping && d.kept.it == nil:
+		d.kept = job{it, ep} // the worker that freed a slot runs it next
 	default:
-		go d.worker(job{it, ep})
+		select {
+		case d.jobs <- job{it, ep}: // an idle worker takes it
+		default:
+			go d.worker(job{it, ep})
+		}
 	}
 	d.markReadyLocked(ep)
 }
@@ -322,7 +328,10 @@ func (d *Dispatcher) worker(j job) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		d.work(j.it, j.ep)
+		var ok bool
+		if j, ok = d.work(j.it, j.ep); ok {
+			continue
+		}
 		idle.Reset(workerIdle)
 		select {
 		case j = <-d.jobs:
@@ -335,8 +344,12 @@ func (d *Dispatcher) worker(j job) {
 }
 
 // work makes one attempt, frees its slots, then finishes the record; the
-// record's completion (finish) ends its count in d.wg.
-func (d *Dispatcher) work(it *item, ep *endpointState) {
+// record's completion (finish) ends its count in d.wg. The first request
+// the freed slots start is returned (ok) for the worker to run next,
+// instead of waking another worker for it, when the record was delivered:
+// its finish waits for no acknowledgement (a retry record or dead letter
+// would hold the next request back that long).
+func (d *Dispatcher) work(it *item, ep *endpointState) (next job, ok bool) {
 	res := d.attempt(it)
 	d.mu.Lock()
 	d.m.inFlight.Dec()
@@ -346,9 +359,12 @@ func (d *Dispatcher) work(it *item, ep *endpointState) {
 	d.markReadyLocked(ep)
 	d.touchAccountLocked(ep.acct)
 	d.forgetEndpointLocked(ep)
+	d.keeping = res.attempted && !res.aborted && res.verdict.Outcome == attempt.OutcomeDelivered
 	d.pumpLocked()
+	next, d.kept, d.keeping = d.kept, job{}, false
 	d.mu.Unlock()
 	d.finish(it, res)
+	return next, next.it != nil
 }
 
 // waitRateLocked arms ep's timer for its next start time, or for
