@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/kafkaconn"
 )
@@ -26,10 +28,20 @@ type loop struct {
 	produce, fetch, commit trouble
 	commitOwed             bool
 	fetchBackoff           time.Duration
+
+	// commitCtx outlives Run's context by DrainTimeout, so that the last
+	// commit finishes at shutdown; stopCommits ends it.
+	commitCtx   context.Context
+	stopCommits context.CancelFunc
+	// commitDone is closed once the offset commit in flight has finished,
+	// with commitErr its result; nil while none is in flight.
+	commitDone chan struct{}
+	commitErr  error
 }
 
-func (r *Router) newLoop(cl *kgo.Client) *loop {
-	return &loop{r: r, cl: cl,
+func (r *Router) newLoop(ctx context.Context, cl *kgo.Client) *loop {
+	commitCtx, stop := workContext(ctx, r.cfg.DrainTimeout)
+	return &loop{r: r, cl: cl, commitCtx: commitCtx, stopCommits: stop,
 		produce: trouble{logger: r.logger, what: "router produce failing; retrying until Kafka takes the batch", done: "router produce recovered"},
 		fetch:   trouble{logger: r.logger, what: "router fetch failing; waiting it out", done: "router fetch recovered"},
 		commit: trouble{logger: r.logger, what: "router offset commit failing; retrying (the records may be read again)",
@@ -37,10 +49,11 @@ func (r *Router) newLoop(cl *kgo.Client) *loop {
 	}
 }
 
-// poll returns the next records. While a commit is owed it returns after
-// RetryBackoff even with none, so that an idle router commits too.
+// poll returns the next records. While a commit is owed or in flight it
+// returns after RetryBackoff even with none, so that an idle router learns
+// how its last commit went and retries it if it failed.
 func (l *loop) poll(ctx context.Context) kgo.Fetches {
-	if !l.commitOwed {
+	if !l.commitOwed && l.commitDone == nil {
 		return l.cl.PollRecords(ctx, l.r.cfg.MaxPollRecords)
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.r.cfg.RetryBackoff)
@@ -81,12 +94,22 @@ func (l *loop) fetchErrors(ctx context.Context, fetches kgo.Fetches) error {
 	return nil
 }
 
-// route fans out recs and commits, or commits what is owed when there are
-// none. It returns an error only for a permanent failure or when the
-// batch is abandoned at shutdown.
+// route fans out recs and starts committing their offsets, or commits
+// what is owed when there are none. It returns an error only for a
+// permanent failure or when the batch is abandoned at shutdown.
+//
+// The commit is not waited for: the next batch is polled and fanned out
+// while it is in flight. Its result is taken at the next batch (or, when
+// idle, after RetryBackoff); a batch finished while a commit is in flight
+// leaves its offsets owed to the next commit. Offsets are still committed
+// only once every record before them is acknowledged, and a revocation
+// commits what is owed before the partitions change hands (revoked).
 func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
+	if err := l.settleCommit(ctx, false); err != nil {
+		return err
+	}
 	if len(recs) == 0 {
-		if l.commitOwed {
+		if l.commitOwed && l.commitDone == nil {
 			return l.commitOffsets(ctx)
 		}
 		return nil
@@ -100,18 +123,69 @@ func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
 	if err := l.r.handle(work, l, recs); err != nil {
 		return err
 	}
-	return l.commitOffsets(work)
+	l.r.acked.Store(true)
+	return l.commitAsync(ctx)
 }
 
-// commitOffsets commits what was consumed. A failed commit is owed and
-// retried (the next commit carries it anyway): if the router stops or
-// loses the partitions first, the records are read again, duplicates
-// rather than loss.
+// commitOffsets commits what was consumed and waits for the result. A
+// failed commit is owed and retried (the next commit carries it anyway):
+// if the router stops or loses the partitions first, the records are read
+// again, duplicates rather than loss.
 func (l *loop) commitOffsets(ctx context.Context) error {
-	err := l.cl.CommitUncommittedOffsets(ctx)
+	l.commitOwed = false
+	return l.commitResult(ctx, l.cl.CommitUncommittedOffsets(ctx))
+}
+
+// commitAsync starts committing what was consumed, unless a commit is in
+// flight: then the offsets are owed to the next one, which carries them.
+func (l *loop) commitAsync(ctx context.Context) error {
+	if err := l.settleCommit(ctx, false); err != nil {
+		return err
+	}
+	if l.commitDone != nil {
+		l.commitOwed = true
+		return nil
+	}
+	l.commitOwed = false
+	offsets := l.cl.UncommittedOffsets()
+	if len(offsets) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	l.commitDone = done
+	l.cl.CommitOffsets(l.commitCtx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		l.commitErr = commitError(resp, err) // read after done is closed
+		close(done)
+	})
+	return nil
+}
+
+// settleCommit takes the result of the commit in flight, if it has
+// finished or (wait) once it has; commitCtx bounds the wait at shutdown.
+func (l *loop) settleCommit(ctx context.Context, wait bool) error {
+	if l.commitDone == nil {
+		return nil
+	}
+	if wait {
+		<-l.commitDone
+	} else {
+		select {
+		case <-l.commitDone:
+		default:
+			return nil
+		}
+	}
+	err := l.commitErr
+	l.commitDone, l.commitErr = nil, nil
+	return l.commitResult(ctx, err)
+}
+
+// commitResult records how a commit went: a permanent error is returned,
+// any other makes the commit owed. Success leaves owed what was consumed
+// after the commit started.
+func (l *loop) commitResult(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
-		l.commitOwed = false
 		l.commit.ok(ctx)
 		return nil
 	case kafkaconn.Permanent(err):
@@ -120,6 +194,51 @@ func (l *loop) commitOffsets(ctx context.Context) error {
 	l.commitOwed = true
 	l.commit.fail(ctx, err)
 	return nil
+}
+
+// commitError is a commit's error: the request's, else the first
+// partition's.
+func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil || resp == nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// close waits for the commit in flight and commits what is still owed,
+// within DrainTimeout of Run's context ending.
+func (l *loop) close(ctx context.Context) {
+	defer l.stopCommits()
+	err := l.settleCommit(ctx, true)
+	if err == nil && l.commitOwed {
+		err = l.commitOffsets(l.commitCtx)
+	}
+	if err != nil {
+		l.r.logger.WarnContext(ctx, "router's last offset commit failed; the records will be read again", "error", err.Error())
+	}
+}
+
+// revoked commits, before partitions change hands, the offsets of the
+// batches fanned out, if every polled record is acknowledged (a rebalance
+// waits for AllowRebalance, which follows a batch's acks; not so when the
+// client closes after a batch was abandoned or failed: those records must
+// be read again). It runs on kgo's goroutine, so it touches no loop state:
+// a commit the loop still owes is then an empty one. A failed commit means
+// the new owner reads those records again (duplicates, not loss).
+func (r *Router) revoked(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+	if !r.acked.Load() {
+		return
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		r.logger.WarnContext(ctx, "router offset commit at revocation failed; the records will be read again", "error", err.Error())
+	}
 }
 
 // trouble logs one WARN when a kind of failure starts and one INFO when it

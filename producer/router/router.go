@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,6 +145,10 @@ type Router struct {
 	logger *slog.Logger
 	m      metrics
 	stage  *prometheus.HistogramVec
+	// acked is true while every record polled is acknowledged by Kafka
+	// (false from the poll of a batch until its acks), so that a
+	// revocation may commit them.
+	acked atomic.Bool
 }
 
 type metrics struct {
@@ -167,6 +172,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		deps.Logger = slog.Default()
 	}
 	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger}
+	r.acked.Store(true)
 	r.m = metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_events_total",
 			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed endpoint) or invalid (dead-lettered)."},
@@ -220,6 +226,7 @@ func (r *Router) Run(ctx context.Context) error {
 		kgo.ConsumeTopics(r.cfg.Topics.Events),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(r.revoked),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -228,11 +235,15 @@ func (r *Router) Run(ctx context.Context) error {
 	defer cl.Close()
 	r.logger.InfoContext(ctx, "router consuming", "topic", r.cfg.Topics.Events, "group", r.cfg.Group)
 
-	l := r.newLoop(cl)
+	l := r.newLoop(ctx, cl)
+	defer l.close(ctx)
 	for {
 		fetches := l.poll(ctx)
 		if fetches.IsClientClosed() {
 			return nil
+		}
+		if !fetches.Empty() {
+			r.acked.Store(false)
 		}
 		err := l.fetchErrors(ctx, fetches)
 		if err == nil {
@@ -404,7 +415,13 @@ func (r *Router) produceOnce(ctx context.Context, l *loop, recs []*kgo.Record) (
 		})
 	}
 	acked := make(chan struct{})
-	go func() { wg.Wait(); close(acked) }()
+	go func() {
+		// The batch is complete: send it now rather than after the
+		// client's linger.
+		_ = l.cl.Flush(ctx)
+		wg.Wait()
+		close(acked)
+	}()
 	stalled := time.NewTimer(stallAfter)
 	defer stalled.Stop()
 	select {

@@ -1,0 +1,101 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/wait"
+	"github.com/hookd/hookd/producer/router"
+)
+
+// startRouterWith runs a router whose Kafka client also gets opts.
+func (e *env) startRouterWith(t *testing.T, opts ...kgo.Opt) {
+	t.Helper()
+	r, err := router.New(router.Config{Topics: e.names}, router.Deps{Endpoints: e.index,
+		KafkaOpts: append([]kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, opts...), Logger: e.logger, Registerer: e.reg})
+	require.NoError(t, err)
+	run(t, r.Run)
+}
+
+// deliveriesOnTopic is the number of records on the deliveries topic.
+func (e *env) deliveriesOnTopic(t *testing.T, adm *kadm.Client) int64 {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(context.Background(), e.names.Deliveries)
+	require.NoError(t, err)
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
+// A polled batch is sent to Kafka as soon as it is fanned out, not after
+// the client's linger: with a linger of a minute in the shared options,
+// the deliveries are on the topic within seconds.
+func TestRouterSendsBatchWithoutLinger(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
+	wait.For(t, 10*time.Second, "the index to load the endpoint", func() bool {
+		_, ok := e.index.Endpoint("ep_a")
+		return ok
+	})
+	e.startRouterWith(t, kgo.ProducerLinger(time.Minute))
+	e.produce(t, `{"id":"evt_1","account":"acct_1","type":"invoice.paid"}`)
+	adm := kadm.NewClient(e.kafka.Client(t))
+	wait.For(t, 15*time.Second, "the delivery on the deliveries topic (a minute's linger not waited out)", func() bool {
+		return e.deliveriesOnTopic(t, adm) >= 1
+	})
+}
+
+// A slow offset commit does not hold back fan-out: while the commit of the
+// first batch is held by the broker, the next event is fanned out; once
+// the commit is let through, every event's offset is committed.
+func TestSlowOffsetCommitDoesNotHoldBackFanOut(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
+	wait.For(t, 10*time.Second, "the index to load the endpoint", func() bool {
+		_, ok := e.index.Endpoint("ep_a")
+		return ok
+	})
+	var (
+		holding  atomic.Bool
+		held     atomic.Int64
+		release  = make(chan struct{})
+		released sync.Once
+	)
+	let := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	holding.Store(true)
+	e.kafka.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.kafka.KeepControl()
+		if holding.Load() {
+			held.Add(1)
+			e.kafka.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	e.startRouter(t)
+	adm := kadm.NewClient(e.kafka.Client(t))
+
+	e.produce(t, `{"id":"evt_1","account":"acct_1","type":"invoice.paid"}`)
+	wait.For(t, 15*time.Second, "the first event's commit to be held", func() bool { return held.Load() >= 1 })
+	for i := 2; i <= 3; i++ {
+		e.produce(t, fmt.Sprintf(`{"id":"evt_%d","account":"acct_1","type":"invoice.paid"}`, i))
+		wait.For(t, 15*time.Second, fmt.Sprintf("event %d fanned out while the first commit is held", i), func() bool {
+			return e.deliveriesOnTopic(t, adm) >= int64(i)
+		})
+	}
+	holding.Store(false)
+	let()
+	e.waitCommitted(t, 3)
+}
