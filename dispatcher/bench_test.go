@@ -220,6 +220,15 @@ func measure(b *testing.B, p *peer, run func()) (cpu time.Duration, before, afte
 // reports its CPU per delivery.
 func BenchmarkDispatcher(b *testing.B) {
 	p := startPeer(b)
+	startBenchDispatcher(b, p)
+	// Warm up: group joined, connections open, buffers grown.
+	p.produce(b, benchWarmup)
+	p.waitDelivered(b, benchWarmup)
+	measure(b, p, func() { p.produce(b, b.N) })
+}
+
+// startBenchDispatcher runs a dispatcher against p until b ends.
+func startBenchDispatcher(b *testing.B, p *peer) {
 	eps := &endpointMap{m: map[string]dispatcher.Target{}}
 	for i, e := range p.info.Endpoints {
 		eps.set(dispatcher.Target{ID: e.ID, URL: e.URL, Secrets: []string{e.Secret}, Account: fmt.Sprintf("acct_%06d", i)})
@@ -240,11 +249,24 @@ func BenchmarkDispatcher(b *testing.B) {
 			b.Error(err)
 		}
 	})
-	// Warm up: group joined, connections open, buffers grown.
+}
+
+// BenchmarkDispatcherStream is BenchmarkDispatcher with the records
+// arriving while it runs, at streamRate per second, as hookbench's router
+// writes them at saturation (about 7000/s on 2 cores), instead of all
+// before: small fetches from many partitions, small produce batches.
+func BenchmarkDispatcherStream(b *testing.B) {
+	p := startPeer(b)
+	startBenchDispatcher(b, p)
 	p.produce(b, benchWarmup)
 	p.waitDelivered(b, benchWarmup)
-	measure(b, p, func() { p.produce(b, b.N) })
+	measure(b, p, func() {
+		p.call(b, fmt.Sprintf("/stream?n=%d&from=%d&rate=%d", b.N, p.seq, streamRate), nil)
+		p.seq += b.N
+	})
 }
+
+const streamRate = 7000
 
 // BenchmarkPlainSend is B0: a plain net/http loop of 256 goroutines posting
 // the same signed bodies to the same receivers, with hookbench's client.
@@ -386,20 +408,44 @@ func runPeer() error {
 		_ = json.NewEncoder(w).Encode(peerStats{Delivered: rc.delivered.Load(), BadSig: rc.badSig.Load(),
 			Conns: rc.conns.Load(), CPUMicros: cpuNow().Microseconds()})
 	})
+	record := func(i int) *kgo.Record {
+		e := info.Endpoints[i%len(info.Endpoints)]
+		id := fmt.Sprintf("evt_%d", i)
+		dl := delivery.Delivery{ID: delivery.ID(id, e.ID), EventID: id, EventType: "invoice.paid", EndpointID: e.ID,
+			Account: fmt.Sprintf("acct_%06d", i%len(info.Endpoints)), EventCreated: time.Now(), Attempt: 1, Body: benchBody(id)}
+		return dl.Record(names.Deliveries)
+	}
 	mux.HandleFunc("POST /produce", func(w http.ResponseWriter, req *http.Request) {
 		n, _ := strconv.Atoi(req.URL.Query().Get("n"))
 		from, _ := strconv.Atoi(req.URL.Query().Get("from"))
 		recs := make([]*kgo.Record, 0, n)
 		for i := from; i < from+n; i++ {
-			e := info.Endpoints[i%len(info.Endpoints)]
-			id := fmt.Sprintf("evt_%d", i)
-			dl := delivery.Delivery{ID: delivery.ID(id, e.ID), EventID: id, EventType: "invoice.paid", EndpointID: e.ID,
-				Account: fmt.Sprintf("acct_%06d", i%len(info.Endpoints)), EventCreated: time.Now(), Attempt: 1, Body: benchBody(id)}
-			recs = append(recs, dl.Record(names.Deliveries))
+			recs = append(recs, record(i))
 		}
 		if err := cl.ProduceSync(req.Context(), recs...).FirstErr(); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
+	})
+	// stream produces n records at rate per second, a 2ms share at a time,
+	// as a router does under load, and answers at once.
+	mux.HandleFunc("POST /stream", func(_ http.ResponseWriter, req *http.Request) {
+		n, _ := strconv.Atoi(req.URL.Query().Get("n"))
+		from, _ := strconv.Atoi(req.URL.Query().Get("from"))
+		rate, _ := strconv.Atoi(req.URL.Query().Get("rate"))
+		go func() {
+			tick := time.NewTicker(2 * time.Millisecond)
+			defer tick.Stop()
+			start, i := time.Now(), from
+			for range tick.C {
+				due := from + int(time.Since(start).Seconds()*float64(rate))
+				for ; i < min(due, from+n); i++ {
+					cl.Produce(context.Background(), record(i), nil)
+				}
+				if i >= from+n {
+					return
+				}
+			}
+		}()
 	})
 	go func() { _ = http.Serve(ctl, mux) }()
 	out, err := json.Marshal(info)

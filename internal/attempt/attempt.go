@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -112,9 +113,12 @@ func (r *Record) KafkaRecord(topic string) (*kgo.Record, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	// The key and the value share one allocation, sized for both.
-	k := len(r.DeliveryID)
-	b, ok := r.appendJSON(append(make([]byte, 0, k+r.sizeHint()), r.DeliveryID...))
+	// Encoded into a reused buffer, then copied into one allocation of
+	// the exact size that the key and the value share.
+	sp := scratches.Get().(*[]byte)
+	defer scratches.Put(sp)
+	v, ok := r.appendJSON((*sp)[:0])
+	*sp = v[:0] // keep what it grew to
 	if !ok {
 		c := *r // json.Marshal keeps its argument: r itself stays off the heap
 		v, err := json.Marshal(&c)
@@ -123,8 +127,13 @@ func (r *Record) KafkaRecord(topic string) (*kgo.Record, error) {
 		}
 		return &kgo.Record{Topic: topic, Key: []byte(r.DeliveryID), Value: v}, nil
 	}
+	k := len(r.DeliveryID)
+	b := append(append(make([]byte, 0, k+len(v)), r.DeliveryID...), v...)
 	return &kgo.Record{Topic: topic, Key: b[:k:k], Value: b[k:]}, nil
 }
+
+// scratches are the buffers KafkaRecord encodes into.
+var scratches = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // Decode reads an attempts-topic record.
 func Decode(kr *kgo.Record) (*Record, error) {

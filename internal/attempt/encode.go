@@ -48,19 +48,6 @@ func (r *Record) appendJSON(b []byte) ([]byte, bool) {
 	return e.b, e.ok
 }
 
-// sizeHint is at least the length of r's JSON when no string needs an
-// escape: the keys, punctuation, times and numbers (at most 563 bytes) plus
-// the strings.
-func (r *Record) sizeHint() int {
-	n := 576 + len(r.AttemptID) + len(r.DeliveryID) + len(r.EventID) + len(r.EventType) + len(r.EndpointID) +
-		len(r.Account) + len(r.Tier) + len(r.Outcome) + len(r.ErrorClass) + len(r.Error) + len(r.ResponseExcerpt) +
-		len(r.NextAction) + len(r.DeadReason) + len(r.ReplayID) + len(r.Destination) + len(r.BodySHA256)
-	if r.DLQ != nil {
-		n += len(r.DLQ.Topic)
-	}
-	return n
-}
-
 type encoder struct {
 	b  []byte
 	ok bool
