@@ -3,13 +3,17 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/wait"
 )
 
 // BenchmarkIngressToDeliveries measures the router alone: b.N envelopes
@@ -57,4 +61,76 @@ func BenchmarkIngressToDeliveries(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(2*b.N)/elapsed.Seconds(), "deliveries/s")
+}
+
+// BenchmarkRouteLatency measures the router's latency at a steady load:
+// b.N events produced at 2000/s (one subscribed endpoint each, producer
+// linger 1ms like the relay's), each timed from its produce call until
+// its delivery record is read back from the deliveries topic; it reports
+// the p50 and p99 in milliseconds. Run with a fixed count:
+//
+//	go test -run XXX -bench RouteLatency -benchtime 20000x ./producer/router/
+func BenchmarkRouteLatency(b *testing.B) {
+	const rate = 2000
+	e := setup(b)
+	for a := range 100 {
+		e.endpoint(b, fmt.Sprintf("ep_%d", a), fmt.Sprintf("acct_%d", a), endpoint.StatusActive)
+	}
+	wait.For(b, 10*time.Second, "the index to load the endpoints", func() bool {
+		_, ok := e.index.Endpoint("ep_99")
+		return ok
+	})
+	e.startRouter(b)
+	sent := make([]time.Time, b.N)
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, b.N)
+	done := make(chan struct{})
+	cons := e.kafka.Client(b, kgo.ConsumeTopics(e.names.Deliveries), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	go func() {
+		defer close(done)
+		deadline := time.Now().Add(time.Duration(b.N/rate)*time.Second + time.Minute)
+		for n := 0; n < b.N && time.Now().Before(deadline); {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			f := cons.PollFetches(ctx)
+			cancel()
+			now := time.Now()
+			f.EachRecord(func(r *kgo.Record) {
+				d, err := delivery.Decode(r)
+				if err != nil {
+					return
+				}
+				var i int
+				if _, err := fmt.Sscanf(d.EventID, "evt_%d", &i); err != nil || i >= b.N {
+					return
+				}
+				mu.Lock()
+				lat = append(lat, now.Sub(sent[i]))
+				mu.Unlock()
+				n++
+			})
+		}
+	}()
+	cl := e.kafka.Client(b, kgo.ProducerLinger(time.Millisecond))
+	ctx := context.Background()
+	b.ResetTimer()
+	begin := time.Now()
+	for i := range b.N {
+		if d := time.Until(begin.Add(time.Duration(i) * time.Second / rate)); d > 0 {
+			time.Sleep(d) // the load's schedule
+		}
+		v := fmt.Sprintf(`{"id":"evt_%d","account":"acct_%d","type":"invoice.paid","data":{"amount":1200}}`, i, i%100)
+		mu.Lock()
+		sent[i] = time.Now()
+		mu.Unlock()
+		cl.Produce(ctx, &kgo.Record{Topic: e.names.Events, Key: fmt.Appendf(nil, "acct_%d", i%100), Value: []byte(v)}, nil)
+	}
+	<-done
+	b.StopTimer()
+	if len(lat) < b.N {
+		b.Fatalf("only %d of %d deliveries read back", len(lat), b.N)
+	}
+	slices.Sort(lat)
+	ms := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))]) / float64(time.Millisecond) }
+	b.ReportMetric(ms(0.5), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
 }
