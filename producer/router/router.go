@@ -184,7 +184,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_write_retries_total",
 			Help: "Retried writes of a batch, by target (kafka: the router writes nowhere else)."}, []string{"target"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookd_router_batch_seconds",
-			Help: "Time to fan out one polled batch, from poll to offset commit.", Buckets: prometheus.DefBuckets}),
+			Help: "Time to fan out one polled batch, from poll until its records are acknowledged and its offset commit is started (not waited for).", Buckets: prometheus.DefBuckets}),
 	}
 	for _, res := range []string{"fanned_out", "no_match", "invalid"} {
 		r.m.events.WithLabelValues(res)
