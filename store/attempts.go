@@ -125,6 +125,22 @@ const attemptRowColumns = `attempt_id, delivery_id, event_id, endpoint_id, accou
 	duration_ms, status_code, outcome, error_class, error, response_excerpt, next_action, replay_id,
 	destination, body_sha256`
 
+// planEach makes Postgres plan a statement of a batch at every execution
+// (an unnamed prepared statement) rather than keep the plan it made the
+// first time on the connection: a plan made while a table was small (a
+// young installation: 176 rows of webhooks.deliveries) hashed all 40,000
+// rows it had grown to for each batch, 230 ms of a 280 ms classification,
+// until autovacuum's next ANALYZE (issue 15). Planning costs well under a
+// millisecond per statement, a few µs per delivery.
+var planEach = pgx.QueryExecModeExec
+
+// probe ends a correlated sub-select that must stay one index probe per
+// staging row: OFFSET 0 keeps Postgres from turning it into a join or a
+// hashed subplan, which read the whole table when its statistics are
+// behind its size. LATERAL ... LIMIT 1 does the same for a join, and
+// = ANY (ARRAY(...)) for an UPDATE's.
+const probe = `OFFSET 0`
+
 // classifyAttempts marks, in one pass over the staging table:
 //   - fresh: the attempt is not in the log yet, neither in a row of its own
 //     nor held by its delivery row. Only fresh attempts change delivery
@@ -150,13 +166,15 @@ const classifyAttempts = `WITH c AS MATERIALIZED (
 	SELECT i.attempt_id, i.started_at, i.delivery_id, i.attempt, i.account, i.event_id, i.endpoint_id,
 		d.id IS NOT NULL AS d_exists,
 		(d.a_id IS NULL OR d.a_id <> i.attempt_id OR d.a_started_at <> i.started_at)
-			AND NOT EXISTS (SELECT 1 FROM webhooks.attempt_rows a WHERE a.attempt_id = i.attempt_id AND a.started_at = i.started_at) AS fresh,
+			AND NOT EXISTS (SELECT 1 FROM webhooks.attempt_rows a WHERE a.attempt_id = i.attempt_id AND a.started_at = i.started_at
+				` + probe + `) AS fresh,
 		COALESCE(
 			NULLIF((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = i.endpoint_id), i.account),
 			NULLIF(d.account, i.account)) AS other,
 		d.id IS NOT NULL AND (d.a_id IS NOT NULL OR d.account <> i.account OR d.event_id <> i.event_id
 			OR d.endpoint_id <> i.endpoint_id) AS row_blocks_inline
-	FROM hookd_attempts_in i LEFT JOIN webhooks.deliveries d ON d.id = i.delivery_id
+	FROM hookd_attempts_in i
+	LEFT JOIN LATERAL (SELECT * FROM webhooks.deliveries d WHERE d.id = i.delivery_id LIMIT 1) d ON true
 ), r AS (
 	SELECT c.*, fresh AND other IS NULL AND row_number() OVER (PARTITION BY delivery_id, fresh AND other IS NULL
 		ORDER BY started_at, attempt, attempt_id) = 1 AS first
@@ -187,7 +205,7 @@ WHERE i.fresh AND NOT i.inline AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.attem
 const appendUnheld = `INSERT INTO webhooks.attempt_rows (` + attemptRowColumns + `)
 SELECT ` + attemptRowColumns + ` FROM hookd_attempts_in i
 WHERE i.inline AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d
-	WHERE d.id = i.delivery_id AND d.a_id = i.attempt_id AND d.a_started_at = i.started_at)
+	WHERE d.id = i.delivery_id AND d.a_id = i.attempt_id AND d.a_started_at = i.started_at ` + probe + `)
 ON CONFLICT DO NOTHING`
 
 // deliverySource is, per delivery of the batch whose row exists (or, with
@@ -270,7 +288,7 @@ UPDATE webhooks.deliveries d SET
 	` + holdInline + `,
 	updated_at = now()
 FROM src s
-WHERE d.id = s.delivery_id AND d.account = s.account
+WHERE d.id = s.delivery_id AND d.id = ANY (ARRAY(SELECT delivery_id FROM src)) AND d.account = s.account
 	AND (` + movesState + ` OR d.attempts < s.max_attempt OR (s.holds AND d.a_id IS NULL))`
 
 // movesState says whether a delivery row (d) moves to the state of the
@@ -441,14 +459,14 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 	// The pending rows with no attempt of their account in the batch come
 	// first, as a lone pending batch would, so that the account checks see
 	// them.
-	if res.Mismatched, err = writePending(ctx, tx, p.Pending, pendingWithoutAttempt); err != nil {
+	if res.Mismatched, err = writePending(ctx, tx, pendingWithoutAttempts(p.Pending, p.Records), pendingAll); err != nil {
 		return res, err
 	}
-	am, err := collectMismatches(tx.Query(ctx, classifyAttempts))
+	am, err := collectMismatches(tx.Query(ctx, classifyAttempts, planEach))
 	if err != nil {
 		return res, wrapWriteError("classifying attempts", err)
 	}
-	if _, err := tx.Exec(ctx, appendAttempts); err != nil {
+	if _, err := tx.Exec(ctx, appendAttempts, planEach); err != nil {
 		return res, wrapWriteError("appending attempts", err)
 	}
 	ids, err := txStrings(ctx, tx, `SELECT attempt_id FROM hookd_attempts_in WHERE fresh`)
@@ -470,12 +488,12 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 			{"recording endpoint health", upsertEndpointHealth},
 			{"updating failing_since", updateFailingSince},
 		} {
-			if _, err := tx.Exec(ctx, step.sql); err != nil {
+			if _, err := tx.Exec(ctx, step.sql, planEach); err != nil {
 				return res, wrapWriteError(step.what, err)
 			}
 		}
 		cutoff := p.Now.Add(-p.DisableAfter)
-		res.Disabled, err = collectDisabled(tx.Query(ctx, disableFromBatch, p.Now, cutoff, p.DisableAfter.String(), p.DisableAfter > 0))
+		res.Disabled, err = collectDisabled(tx.Query(ctx, disableFromBatch, planEach, p.Now, cutoff, p.DisableAfter.String(), p.DisableAfter > 0))
 		if err != nil {
 			return res, wrapWriteError("disabling endpoints", err)
 		}
@@ -491,6 +509,29 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 		return WriteAttemptsResult{Inserted: map[string]bool{}}, wrapWriteError("committing attempt batch", err)
 	}
 	return res, nil
+}
+
+// pendingWithoutAttempts are the pending rows with no attempt of their
+// account among recs (what pendingWithoutAttempt selects in SQL, without
+// comparing every pending row with every staged attempt).
+func pendingWithoutAttempts(pending []PendingDelivery, recs []*attempt.Record) []PendingDelivery {
+	if len(pending) == 0 {
+		return nil
+	}
+	type key struct{ delivery, account string }
+	attempted := make(map[key]bool, len(recs))
+	for _, r := range recs {
+		if r != nil {
+			attempted[key{r.DeliveryID, r.Account}] = true
+		}
+	}
+	var out []PendingDelivery
+	for _, p := range pending {
+		if !attempted[key{p.ID, p.Account}] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // pendingOfForeignAttempts are the pending rows whose delivery has an

@@ -46,14 +46,14 @@ type rowsQuerier interface {
 }
 
 // Which pending rows of a batch writePending writes. Inside WriteAttempts,
-// the rows whose delivery has an attempt of the same account in the
-// staging table are written last (pendingWithAttempt), after that attempt
-// created the row in its final state, so that they cost nothing; the
-// others first (pendingWithoutAttempt), as a lone pending batch would.
+// the rows with no attempt of their account in the batch are written
+// first, as a lone pending batch would (pendingAll, chosen in Go); of the
+// others, only those whose attempt was kept out as another account's are
+// written, last (pendingWithAttempt): the rest have their row already,
+// created by the attempt in its final state.
 const (
-	pendingAll            = `true`
-	pendingWithAttempt    = `EXISTS (SELECT 1 FROM hookd_attempts_in a WHERE a.delivery_id = t.id AND a.account = t.account)`
-	pendingWithoutAttempt = `NOT ` + pendingWithAttempt
+	pendingAll         = `true`
+	pendingWithAttempt = `EXISTS (SELECT 1 FROM hookd_attempts_in a WHERE a.delivery_id = t.id AND a.account = t.account)`
 )
 
 // writePendingSQL inserts the rows selected by the filter %s; the final
@@ -88,7 +88,7 @@ func writePending(ctx context.Context, q rowsQuerier, ds []PendingDelivery, filt
 		ids[i], events[i], endpoints[i], accounts[i], types[i], created[i] =
 			d.ID, d.EventID, d.EndpointID, d.Account, d.EventType, d.EventCreated
 	}
-	rows, err := q.Query(ctx, fmt.Sprintf(writePendingSQL, filter), ids, events, endpoints, accounts, types, created)
+	rows, err := q.Query(ctx, fmt.Sprintf(writePendingSQL, filter), planEach, ids, events, endpoints, accounts, types, created)
 	if err != nil {
 		return nil, wrapWriteError(fmt.Sprintf("inserting %d pending deliveries", len(ds)), err)
 	}
