@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/internal/clock"
 )
@@ -27,6 +28,28 @@ type kafkaHealth struct {
 	down  bool
 	since time.Time
 	errs  int
+	// ended is when the last outage ended.
+	ended time.Time
+}
+
+// resetGrace is how long after an outage a partition reset the client
+// reports (kgo.ErrDataLoss) is taken as that outage's doing, an INFO, not
+// a WARN of its own.
+const resetGrace = 10 * time.Second
+
+// reset records a partition reset the client reports: the offset it had
+// read to was out of range, and it went on from where the broker's log now
+// is. Not an outage (the client has already moved on); a WARN, unless it
+// comes with or just after an outage, whose doing it then most likely is.
+func (k *kafkaHealth) reset(ctx context.Context, loss *kgo.ErrDataLoss) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	level := slog.LevelWarn
+	if k.down || k.clock.Now().Sub(k.ended) < resetGrace {
+		level = slog.LevelInfo
+	}
+	k.logger.Log(ctx, level, "kafka reset a partition the attempt log reads: records may have been lost in the broker",
+		"topic", loss.Topic, "partition", loss.Partition, "consumed_to", loss.ConsumedTo, "reset_to", loss.ResetTo)
 }
 
 func newKafkaHealth(logger *slog.Logger, clk clock.Clock, up prometheus.Gauge) *kafkaHealth {
@@ -56,7 +79,7 @@ func (k *kafkaHealth) ok(ctx context.Context) {
 	if !k.down {
 		return
 	}
-	k.down = false
+	k.down, k.ended = false, k.clock.Now()
 	k.up.Set(1)
 	k.logger.InfoContext(ctx, "kafka is working again", "outage", k.clock.Now().Sub(k.since), "errors", k.errs)
 }

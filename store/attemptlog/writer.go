@@ -339,6 +339,10 @@ func (w *Writer) records(ctx context.Context, kh *kafkaHealth, fetches kgo.Fetch
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return // the end of a gathering wait, or of Run
 		}
+		if loss := (*kgo.ErrDataLoss)(nil); errors.As(err, &loss) {
+			kh.reset(ctx, loss)
+			return
+		}
 		fetchErr = true
 		kh.failed(ctx, fmt.Sprintf("fetching %s/%d", topic, partition), err)
 	})
