@@ -18,56 +18,75 @@ type heldDelivery struct {
 	partition int32
 	offset    int64
 	epoch     int32
-	// produced is the record's timestamp (when the router produced it).
-	produced time.Time
 	// since is when the writer first held it.
 	since time.Time
 }
 
-// attemptsClock is how far the writer has read the attempts topic, in the
-// time of its records: for every partition still behind its high
-// watermark, the timestamp of the last record read; the oldest of those,
-// or now when every partition is caught up. A delivery record whose
-// attempt is not in the log by then was produced longer ago than Hold in
-// attempts time, so its attempt is either late (a slow endpoint, a paused
-// one) or will not come: its pending row is written.
+// attemptsClock is how far the writer has read the attempts topic, in
+// the creation time of the events whose first attempts it has read: for
+// every partition still behind its high watermark, the newest event
+// creation time among the first attempts read from it; the oldest of
+// those. Delivery records and their first attempts carry the same event
+// creation time, so a delivery record whose event was created Hold before
+// that clock, with no attempt read, has its attempt late (a slow endpoint,
+// a paused one) or not coming, however far behind the writer and the
+// dispatchers are. With every partition caught up there is no such clock
+// and Hold is waited on the wall clock.
 type attemptsClock struct {
-	parts map[int32]partitionClock
+	parts map[int32]*partitionClock
 }
 
 type partitionClock struct {
-	last     time.Time // timestamp of the last record read
+	created  time.Time // newest event creation time of a first attempt read
 	caughtUp bool      // the last record read was the partition's last
-	seen     time.Time // when this was last observed
+	seen     time.Time // when the partition was last fetched from
 }
 
 // staleAfter forgets a lagging partition not fetched from for this long
-// (revoked in a rebalance, or paused): it no longer holds the clock back.
+// (revoked in a rebalance): it no longer holds the clock back.
 const staleAfter = 5 * time.Second
 
-func (c *attemptsClock) observe(p kgo.FetchTopicPartition, now time.Time) {
+func (c *attemptsClock) part(p int32) *partitionClock {
+	if c.parts == nil {
+		c.parts = map[int32]*partitionClock{}
+	}
+	pc := c.parts[p]
+	if pc == nil {
+		pc = &partitionClock{}
+		c.parts[p] = pc
+	}
+	return pc
+}
+
+// fetched records how far a fetch of an attempts partition got.
+func (c *attemptsClock) fetched(p kgo.FetchTopicPartition, now time.Time) {
 	if len(p.Records) == 0 {
 		return
 	}
-	if c.parts == nil {
-		c.parts = map[int32]partitionClock{}
-	}
-	last := p.Records[len(p.Records)-1]
-	c.parts[p.Partition] = partitionClock{last: last.Timestamp, caughtUp: last.Offset+1 >= p.HighWatermark, seen: now}
+	pc := c.part(p.Partition)
+	pc.caughtUp, pc.seen = p.Records[len(p.Records)-1].Offset+1 >= p.HighWatermark, now
 }
 
-// at returns the clock: now if no partition lags.
-func (c *attemptsClock) at(now time.Time) time.Time {
-	at := now
+// firstAttempt records the event creation time of a first attempt read.
+func (c *attemptsClock) firstAttempt(partition int32, created time.Time) {
+	if pc := c.part(partition); created.After(pc.created) {
+		pc.created = created
+	}
+}
+
+// at returns the clock, and false when no partition lags.
+func (c *attemptsClock) at(now time.Time) (time.Time, bool) {
+	var at time.Time
+	lagging := false
 	for p, pc := range c.parts {
 		switch {
 		case now.Sub(pc.seen) > staleAfter:
 			delete(c.parts, p)
-		case !pc.caughtUp && pc.last.Before(at):
-			at = pc.last
+		case !pc.caughtUp && (!lagging || pc.created.Before(at)):
+			at, lagging = pc.created, true
 		}
 	}
-	return at
+	return at, lagging
 }
 
 // holdings are the delivery records held by Run's goroutine, and the
@@ -122,14 +141,21 @@ func (h *holdings) dropRevoked() {
 }
 
 // release splits the held records into those whose row is written now,
-// with their attempt (attempted) or as pending (held for Hold in attempts
-// time, or for MaxHold on the wall clock), and those held on.
+// with their attempt (attempted) or as pending, and those held on. A
+// record is written pending once the attempts read are of events created
+// Hold after its event (while the writer lags), or once it has been held
+// for Hold (while it keeps up), or for MaxHold in any case.
 func (h *holdings) release(cfg Config, attempted map[string]bool, now time.Time) []store.PendingDelivery {
-	clock := h.clock.at(now)
+	clock, lagging := h.clock.at(now)
 	var rows []store.PendingDelivery
 	kept := h.held[:0]
 	for _, d := range h.held {
-		if attempted[d.pending.ID] || clock.Sub(d.produced) >= cfg.Hold || now.Sub(d.since) >= cfg.MaxHold {
+		held := now.Sub(d.since)
+		late := held >= cfg.Hold
+		if lagging {
+			late = clock.Sub(d.pending.EventCreated) >= cfg.Hold
+		}
+		if attempted[d.pending.ID] || late || held >= cfg.MaxHold {
 			rows = append(rows, d.pending)
 			continue
 		}

@@ -81,14 +81,15 @@ type Config struct {
 	// once.
 	BatchWait time.Duration
 	// Hold is how long a delivery record waits for its first attempt
-	// before its 'pending' row is written, in the time of the attempts
-	// topic: until the writer has read attempt records produced Hold after
-	// the delivery record (or, once it has read every attempt there is,
-	// until Hold has passed). A delivery record and its attempt are thus
-	// written together, the row inserted once in its final state, however
-	// far behind the writer is, while a delivery whose first attempt is
-	// slow (a hanging endpoint, a paused one) shows as pending after Hold.
-	// Defaults to 5s; a negative value writes pending rows at once.
+	// before its 'pending' row is written: while the writer is behind on
+	// the attempts topic, until it has read first attempts of events
+	// created Hold after the delivery's event; while it keeps up, Hold on
+	// the wall clock. A delivery record and its attempt are thus written
+	// together, the row inserted once in its final state, however far
+	// behind the writer and the dispatchers are, while a delivery whose
+	// first attempt is slow (a hanging endpoint, a paused one) shows as
+	// pending after Hold. Defaults to 5s; a negative value writes pending
+	// rows at once.
 	Hold time.Duration
 	// MaxHold bounds, on the wall clock, how long a delivery record is
 	// held. Defaults to 60s.
@@ -349,7 +350,7 @@ func (w *Writer) records(ctx context.Context, kh *kafkaHealth, fetches kgo.Fetch
 	now := time.Now()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if p.Topic == w.cfg.Topic {
-			w.hold.clock.observe(p, now)
+			w.hold.clock.fetched(p, now)
 		}
 	})
 	recs := fetches.Records()
@@ -447,7 +448,7 @@ func (w *Writer) decode(ctx context.Context, recs []*kgo.Record, now time.Time) 
 			w.hold.held = append(w.hold.held, heldDelivery{
 				pending: store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
 					Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated},
-				partition: kr.Partition, offset: kr.Offset, epoch: kr.LeaderEpoch, produced: kr.Timestamp, since: now,
+				partition: kr.Partition, offset: kr.Offset, epoch: kr.LeaderEpoch, since: now,
 			})
 			continue
 		}
@@ -458,6 +459,9 @@ func (w *Writer) decode(ctx context.Context, recs []*kgo.Record, now time.Time) 
 			w.deps.Logger.ErrorContext(ctx, "skipping an attempt record that cannot be stored",
 				"topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "error", err)
 			continue
+		}
+		if r.Attempt == 1 && r.ReplayID == "" {
+			w.hold.clock.firstAttempt(kr.Partition, r.EventCreated)
 		}
 		decoded = append(decoded, r)
 	}
