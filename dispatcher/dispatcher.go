@@ -80,7 +80,10 @@ type Dispatcher struct {
 	parkedAccts []*accountState
 
 	refusals refusals // SSRF refusals already logged
-	jobs     chan job // idle workers wait here for a request (schedule.go)
+	// idleWorkers wait for a request, the longest idle first; workersDone:
+	// the work ended, no worker waits any more (schedule.go).
+	idleWorkers []*idleWorker
+	workersDone bool
 	// keeping: a worker's work pumps; the first request started goes to
 	// kept, for that worker to run next.
 	keeping bool
@@ -126,7 +129,6 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		accts:     map[string]*accountState{},
 		slots:     cfg.Concurrency,
 		refusals:  refusals{last: map[string]time.Time{}},
-		jobs:      make(chan job),
 
 		newClient:     kgo.NewClient,
 		clientReady:   make(chan struct{}),
@@ -202,6 +204,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// group management starts inside newClient.
 	d.workCtx, d.cancelWork = drain.Context(ctx, 0)
 	defer d.cancelWork()
+	context.AfterFunc(d.workCtx, func() {
+		d.mu.Lock()
+		d.retireWorkersLocked(time.Now(), true)
+		d.mu.Unlock()
+	})
 	pollCtx, stopPoll := context.WithCancelCause(ctx)
 	defer stopPoll(nil)
 	d.stopPoll = stopPoll
@@ -297,6 +304,9 @@ func (d *Dispatcher) background(stop <-chan struct{}) {
 		d.commit(ctx, nil)
 		cancel()
 		d.refreshGauges()
+		d.mu.Lock()
+		d.retireWorkersLocked(time.Now(), false)
+		d.mu.Unlock()
 		if time.Since(lastSweep) >= sweepEvery {
 			lastSweep = time.Now()
 			d.breakers.sweep()

@@ -299,11 +299,7 @@ func (d *Dispatcher) startLocked(ep *endpointState) {
 	case d.keeping && d.kept.it == nil:
 		d.kept = job{it, ep} // the worker that freed a slot runs it next
 	default:
-		select {
-		case d.jobs <- job{it, ep}: // an idle worker takes it
-		default:
-			go d.worker(job{it, ep})
-		}
+		d.handoffLocked(job{it, ep})
 	}
 	d.markReadyLocked(ep)
 }
@@ -314,8 +310,8 @@ type job struct {
 	ep *endpointState
 }
 
-// workerIdle is how long a worker waits for its next request before it
-// ends.
+// workerIdle is how long a worker waits idle for its next request before
+// it is retired (checked every CommitInterval).
 const workerIdle = 10 * time.Second
 
 // worker runs j, then the requests handed to it while it waits idle, for
@@ -325,22 +321,61 @@ const workerIdle = 10 * time.Second
 // Every request is counted in d.wg by startLocked until its record is
 // complete, not the worker: an idle worker holds up no drain.
 func (d *Dispatcher) worker(j job) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
+	w := &idleWorker{ch: make(chan job, 1)}
 	for {
 		var ok bool
 		if j, ok = d.work(j.it, j.ep); ok {
 			continue
 		}
-		idle.Reset(workerIdle)
-		select {
-		case j = <-d.jobs:
-		case <-idle.C:
-			return
-		case <-d.workCtx.Done():
+		d.mu.Lock()
+		if d.workersDone {
+			d.mu.Unlock()
 			return
 		}
+		w.since = time.Now()
+		d.idleWorkers = append(d.idleWorkers, w)
+		d.mu.Unlock()
+		if j = <-w.ch; j.it == nil {
+			return // retired
+		}
 	}
+}
+
+// idleWorker is a worker waiting for its next request on ch; a zero job
+// retires it.
+type idleWorker struct {
+	ch    chan job // buffered: a handoff never blocks
+	since time.Time
+}
+
+// handoffLocked gives j to the worker idle the shortest time (its stack
+// and buffers are the likeliest still in the CPU's caches; the longest
+// idle are the ones retireWorkersLocked ends), or to a new one.
+func (d *Dispatcher) handoffLocked(j job) {
+	n := len(d.idleWorkers)
+	if n == 0 {
+		go d.worker(j)
+		return
+	}
+	w := d.idleWorkers[n-1]
+	d.idleWorkers[n-1] = nil
+	d.idleWorkers = d.idleWorkers[:n-1]
+	w.ch <- j
+}
+
+// retireWorkersLocked ends the workers idle for workerIdle, or every idle
+// worker when all is set (the dispatcher's work ended); after all, no
+// worker waits idle again.
+func (d *Dispatcher) retireWorkersLocked(now time.Time, all bool) {
+	d.workersDone = d.workersDone || all
+	n := 0
+	for n < len(d.idleWorkers) && (all || now.Sub(d.idleWorkers[n].since) >= workerIdle) {
+		d.idleWorkers[n].ch <- job{}
+		n++
+	}
+	rest := copy(d.idleWorkers, d.idleWorkers[n:])
+	clear(d.idleWorkers[rest:])
+	d.idleWorkers = d.idleWorkers[:rest]
 }
 
 // work makes one attempt, frees its slots, then finishes the record; the
