@@ -137,9 +137,12 @@ var scratches = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 
 // Decode reads an attempts-topic record.
 func Decode(kr *kgo.Record) (*Record, error) {
-	var r Record
-	if err := json.Unmarshal(kr.Value, &r); err != nil {
-		return nil, fmt.Errorf("decoding attempt record: %w", err)
+	r, ok := decodeFast(kr.Value)
+	if !ok {
+		r = Record{}
+		if err := json.Unmarshal(kr.Value, &r); err != nil {
+			return nil, fmt.Errorf("decoding attempt record: %w", err)
+		}
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err

@@ -68,6 +68,12 @@ func FuzzAppendJSON(f *testing.F) {
 		if ok && string(got) != string(want) {
 			t.Fatalf("appendJSON\n%s\njson\n%s", got, want)
 		}
+		if dec, ok := decodeFast(want); ok {
+			var back Record
+			if err := json.Unmarshal(want, &back); err != nil || !assertEqualRecords(back, dec) {
+				t.Fatalf("decodeFast %+v, json %+v (%v)", dec, back, err)
+			}
+		}
 	})
 }
 
@@ -104,4 +110,83 @@ func TestKafkaRecordOneAllocation(t *testing.T) { // not parallel: AllocsPerRun
 	require.Equal(t, len(kr.Value), cap(kr.Value), "the value's allocation is its size")
 	allocs := testing.AllocsPerRun(100, func() { _, _ = r.KafkaRecord("webhooks.attempts") })
 	require.LessOrEqual(t, allocs, 2.0, "the kgo.Record and one buffer")
+}
+
+// decodeFast reads what appendJSON writes as json.Unmarshal does, and
+// gives up (for json.Unmarshal to decode) on anything else.
+func TestDecodeFastMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	plain := sampleRecord()
+	plain.ResponseExcerpt, plain.Destination = "oops", "https://example.com/hook"
+	minimal := plain
+	minimal.StatusCode, minimal.ErrorClass, minimal.Error, minimal.ResponseExcerpt = 0, "", "", ""
+	minimal.NextDueAt, minimal.DLQ, minimal.DeadReason, minimal.ReplayID, minimal.Destination, minimal.BodySHA256 = time.Time{}, nil, "", "", "", ""
+	negative := plain
+	negative.Duration, negative.Attempt, negative.DLQ = -time.Second, -1, &Position{Partition: -1, Offset: -2}
+	for name, r := range map[string]Record{"plain": plain, "minimal": minimal, "negative": negative, "empty": {}} {
+		b, ok := r.appendJSON(nil)
+		require.True(t, ok)
+		got, ok := decodeFast(b)
+		require.True(t, ok, name)
+		requireSameAsJSON(t, b, got)
+	}
+	// Escapes, other key orders, whitespace, unknown keys, numbers json
+	// reads otherwise: the slow way.
+	full := sampleRecord()
+	esc, _ := full.appendJSON(nil)
+	for _, b := range [][]byte{esc, []byte(`{"delivery_id":"d","attempt_id":"a"}`), []byte(`{ "attempt_id":"a"}`),
+		[]byte(`{"attempt_id":"a","x":1}`), []byte(`null`), []byte(``)} {
+		_, ok := decodeFast(b)
+		require.False(t, ok, string(b))
+	}
+}
+
+func requireSameAsJSON(t *testing.T, data []byte, got Record) {
+	t.Helper()
+	var want Record
+	require.NoError(t, json.Unmarshal(data, &want))
+	require.Equal(t, want, got)
+	// time.Time values that are Equal but differ in location would pass
+	// require.Equal only if identical; be explicit about instants too.
+	require.True(t, want.StartedAt.Equal(got.StartedAt) && want.EventCreated.Equal(got.EventCreated) && want.NextDueAt.Equal(got.NextDueAt))
+}
+
+func FuzzDecodeFast(f *testing.F) {
+	for _, r := range []Record{sampleRecord(), {}} {
+		b, _ := r.appendJSON(nil)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"attempt_id":"a","delivery_id":"d","event_id":"e","event_type":"t","endpoint_id":"p","account":"c","event_created":"2024-05-01T12:00:00Z","attempt":01,"tier":"x","started_at":"2024-05-01T12:00:00Z","duration_ns":-0,"outcome":"retry","next_action":"retry"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := decodeFast(data)
+		if !ok {
+			return
+		}
+		var want Record
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("decodeFast accepted what json refuses (%v): %q", err, data)
+		}
+		if !assertEqualRecords(want, got) {
+			t.Fatalf("decodeFast %+v, json %+v: %q", got, want, data)
+		}
+	})
+}
+
+func assertEqualRecords(a, b Record) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+func BenchmarkDecode(b *testing.B) {
+	r := sampleRecord()
+	r.ResponseExcerpt, r.Destination = "ok", "127.0.0.1:80"
+	kr, err := r.KafkaRecord("t")
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(kr); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
