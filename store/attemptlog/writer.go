@@ -15,9 +15,10 @@
 // written records stay marked until a commit (the next batch's, or the
 // autocommit every second) succeeds, and the outage is logged once, a WARN
 // when it starts and an INFO when it ends. Writes are idempotent, so
-// records read twice change nothing. A delivery's pending row and its
-// attempts read in the same batch are written in one transaction, the row
-// inserted once in its final state. A record whose account
+// records read twice change nothing. A delivery record is held until its
+// first attempt is read (Config.Hold), and the two are written in one
+// transaction, the row inserted once in its final state; offsets are
+// committed short of the records still held. A record whose account
 // (hookd-account) is not the account of the endpoint id it names, or of the
 // delivery row with its id, is logged under its own account with one WARN,
 // and never moves another account's state: no endpoint health, no delivery
