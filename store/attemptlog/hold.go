@@ -82,7 +82,9 @@ func (c *attemptsClock) at(now time.Time) (time.Time, bool) {
 		switch {
 		case now.Sub(pc.seen) > staleAfter:
 			delete(c.parts, p)
-		case !pc.caughtUp && (!lagging || pc.created.Before(at)):
+		case !pc.caughtUp && !pc.created.IsZero() && (!lagging || pc.created.Before(at)):
+			// A partition that gave no first attempt yet (retries only)
+			// says nothing of where the deliveries are.
 			at, lagging = pc.created, true
 		}
 	}
