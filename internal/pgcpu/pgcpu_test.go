@@ -6,16 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/pgtest"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookd/hookd/internal/wait"
 )
 
 func TestServerCPUCountsBackends(t *testing.T) {
-	base := os.Getenv("TEST_DATABASE_URL")
-	if base == "" {
-		base = os.Getenv("DATABASE_URL")
-	}
+	base := pgtest.BaseURL()
 	if base == "" && os.Getenv("PGHOST") == "" {
 		t.Skip("no Postgres: run through scripts/test.sh")
 	}

@@ -24,30 +24,18 @@ func TestWriterGathersADeliveryAndItsAttemptIntoOneWrite(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// Fetch requests the broker received since the delivery record exists.
-	var armed atomic.Bool
-	var fetches atomic.Int32
-	b.kafka.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		b.kafka.KeepControl()
-		if armed.Load() {
-			fetches.Add(1)
-		}
-		return nil, nil, false
-	})
+	arm, fetches := b.countFetches()
 	b.startWriter(t, attemptlog.Config{BatchWait: 3 * time.Second}, b.reg)
 
-	d := delivery.Delivery{ID: "g-d1", EventID: "evt-g-1", EventType: "invoice.paid", EndpointID: "ep1", Account: "acct_1",
-		EventCreated: t0, Attempt: 1, Body: []byte(`{}`)}
+	d, a := firstAttempt("g-d1", "evt-g-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	armed.Store(true)
+	arm()
 	require.NoError(t, b.producer.ProduceSync(ctx, d.Record(b.names.Deliveries)).FirstErr())
 	// A fetch sent after the record was appended answers with it, or the one
 	// in flight did and this is the next: either way the writer has it.
-	eventually(t, 10*time.Second, "the writer to fetch the delivery record", func() bool { return fetches.Load() >= 2 })
-	b.produce(t, &attempt.Record{AttemptID: "g-d1-a1", DeliveryID: d.ID, EventID: d.EventID, EventType: d.EventType,
-		EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Tier: b.names.Deliveries,
-		StartedAt: t0.Add(time.Second), Duration: time.Millisecond, Outcome: attempt.OutcomeDelivered, StatusCode: 200,
-		NextAction: attempt.NextDone})
+	eventually(t, 10*time.Second, "the writer to fetch the delivery record", func() bool { return fetches() >= 2 })
+	b.produce(t, a)
 	eventually(t, 20*time.Second, "the delivery delivered in the log", func() bool {
 		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'g-d1' AND status = 'delivered'`) == 1
 	})
@@ -63,31 +51,19 @@ func TestWriterGathersADeliveryAndItsAttemptIntoOneWrite(t *testing.T) {
 func TestWriterCarriesDeliveryRecordsToTheBatchOfTheirAttempts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var armed atomic.Bool
-	var fetches atomic.Int32
-	b.kafka.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		b.kafka.KeepControl()
-		if armed.Load() {
-			fetches.Add(1)
-		}
-		return nil, nil, false
-	})
+	arm, fetches := b.countFetches()
 	const n = 5
 	b.startWriter(t, attemptlog.Config{MaxBatch: n, BatchWait: 5 * time.Second}, b.reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var atts []*attempt.Record
-	armed.Store(true)
+	arm()
 	for i := range n {
-		d := delivery.Delivery{ID: fmt.Sprintf("c-d%d", i), EventID: fmt.Sprintf("evt-c-%d", i), EventType: "invoice.paid",
-			EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Body: []byte(`{}`)}
+		d, a := firstAttempt(fmt.Sprintf("c-d%d", i), fmt.Sprintf("evt-c-%d", i))
 		require.NoError(t, b.producer.ProduceSync(ctx, d.Record(b.names.Deliveries)).FirstErr())
-		atts = append(atts, &attempt.Record{AttemptID: d.ID + "-a1", DeliveryID: d.ID, EventID: d.EventID, EventType: d.EventType,
-			EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Tier: b.names.Deliveries,
-			StartedAt: t0.Add(time.Second), Duration: time.Millisecond, Outcome: attempt.OutcomeDelivered, StatusCode: 200,
-			NextAction: attempt.NextDone})
+		atts = append(atts, a)
 	}
-	eventually(t, 10*time.Second, "the writer to fetch the delivery records", func() bool { return fetches.Load() >= 2 })
+	eventually(t, 10*time.Second, "the writer to fetch the delivery records", func() bool { return fetches() >= 2 })
 	b.produce(t, atts...)
 	eventually(t, 20*time.Second, "every delivery delivered in the log", func() bool {
 		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'delivered'`) == n
@@ -106,8 +82,7 @@ func TestWriterHoldsADeliveryRecordUntilItsAttemptArrives(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.startWriter(t, attemptlog.Config{BatchWait: 20 * time.Millisecond, Hold: 10 * time.Minute, MaxHold: 10 * time.Minute}, b.reg)
-	d := delivery.Delivery{ID: "h-d1", EventID: "evt-h-1", EventType: "invoice.paid", EndpointID: "ep1", Account: "acct_1",
-		EventCreated: t0, Attempt: 1, Body: []byte(`{}`)}
+	d, a := firstAttempt("h-d1", "evt-h-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, b.producer.ProduceSync(ctx, d.Record(b.names.Deliveries)).FirstErr())
@@ -125,10 +100,7 @@ func TestWriterHoldsADeliveryRecordUntilItsAttemptArrives(t *testing.T) {
 	}
 	require.Equal(t, 0, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'h-d1'`), "no pending row yet")
 	require.Equal(t, 1.0, metrictest.Value(t, b.reg, "hookd_attempt_log_held_deliveries"))
-	b.produce(t, &attempt.Record{AttemptID: "h-d1-a1", DeliveryID: d.ID, EventID: d.EventID, EventType: d.EventType,
-		EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Tier: b.names.Deliveries,
-		StartedAt: t0.Add(time.Second), Duration: time.Millisecond, Outcome: attempt.OutcomeDelivered, StatusCode: 200,
-		NextAction: attempt.NextDone})
+	b.produce(t, a)
 	eventually(t, 20*time.Second, "the delivery delivered in the log", func() bool {
 		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'h-d1' AND status = 'delivered'`) == 1
 	})
@@ -149,8 +121,7 @@ func TestWriterWritesHeldDeliveriesPendingAfterHoldAndPacesAtMaxHeld(t *testing.
 	defer cancel()
 	const n = 12
 	for i := range n {
-		d := delivery.Delivery{ID: fmt.Sprintf("p-d%02d", i), EventID: fmt.Sprintf("evt-p-%02d", i), EventType: "invoice.paid",
-			EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Body: []byte(`{}`)}
+		d, _ := firstAttempt(fmt.Sprintf("p-d%02d", i), fmt.Sprintf("evt-p-%02d", i))
 		require.NoError(t, b.producer.ProduceSync(ctx, d.Record(b.names.Deliveries)).FirstErr())
 	}
 	eventually(t, 30*time.Second, "every delivery pending in the log", func() bool {
@@ -160,4 +131,29 @@ func TestWriterWritesHeldDeliveriesPendingAfterHoldAndPacesAtMaxHeld(t *testing.
 		return metrictest.Value(t, b.reg, "hookd_attempt_log_held_deliveries") == 0
 	})
 	eventually(t, 20*time.Second, "the offsets committed at the end", func() bool { return b.committedAtEnd(t) })
+}
+
+// firstAttempt is a delivery to ep1 and its first attempt, delivered.
+func firstAttempt(id, eventID string) (delivery.Delivery, *attempt.Record) {
+	d := delivery.Delivery{ID: id, EventID: eventID, EventType: "invoice.paid", EndpointID: "ep1", Account: "acct_1",
+		EventCreated: t0, Attempt: 1, Body: []byte(`{}`)}
+	return d, &attempt.Record{AttemptID: id + "-a1", DeliveryID: id, EventID: eventID, EventType: d.EventType,
+		EndpointID: "ep1", Account: "acct_1", EventCreated: t0, Attempt: 1, Tier: "webhooks.deliveries",
+		StartedAt: t0.Add(time.Second), Duration: time.Millisecond, Outcome: attempt.OutcomeDelivered, StatusCode: 200,
+		NextAction: attempt.NextDone}
+}
+
+// countFetches counts the fetch requests the broker receives once arm is
+// called.
+func (b *bundle) countFetches() (arm func(), fetches func() int32) {
+	var armed atomic.Bool
+	var n atomic.Int32
+	b.kafka.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.kafka.KeepControl()
+		if armed.Load() {
+			n.Add(1)
+		}
+		return nil, nil, false
+	})
+	return func() { armed.Store(true) }, n.Load
 }

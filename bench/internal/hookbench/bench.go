@@ -593,7 +593,7 @@ func (s *stack) metricDelivered(ctx context.Context) float64 {
 	var n float64
 	for _, name := range s.cluster.Names() {
 		p := s.cluster.Proc(name)
-		if p == nil || p.Listen == "" || p.Exited() {
+		if name != chaos.RoleAttemptLog || p == nil || p.Listen == "" || p.Exited() {
 			continue
 		}
 		m, err := scrape(ctx, "http://"+p.Listen+"/metrics")

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/pgtest"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookd/hookd/internal/wait"
@@ -106,10 +108,7 @@ func TestParsePostgresModes(t *testing.T) {
 // (scripts/test.sh): the modes take effect in new sessions and the
 // server's own settings come back.
 func TestPostgresModesSwitchAndRestore(t *testing.T) {
-	base := os.Getenv("TEST_DATABASE_URL")
-	if base == "" {
-		base = os.Getenv("DATABASE_URL")
-	}
+	base := pgtest.BaseURL()
 	if base == "" && os.Getenv("PGHOST") == "" {
 		t.Skip("no Postgres: run through scripts/test.sh")
 	}
@@ -160,10 +159,7 @@ func showSetting(t *testing.T, base, name string) string {
 }
 
 func TestPGStatsCountsRowsWritten(t *testing.T) {
-	base := os.Getenv("TEST_DATABASE_URL")
-	if base == "" {
-		base = os.Getenv("DATABASE_URL")
-	}
+	base := pgtest.BaseURL()
 	if base == "" && os.Getenv("PGHOST") == "" {
 		t.Skip("no Postgres: run through scripts/test.sh")
 	}
