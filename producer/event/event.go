@@ -119,6 +119,17 @@ func Parse(raw []byte, o Origin, maxBytes int) (Envelope, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return env, invalid(ReasonInvalidJSON, "envelope is not a JSON object")
 	}
+	if env, ok := parseFast(trimmed, o); ok {
+		return env, nil
+	}
+	return parseGeneral(trimmed, o)
+}
+
+// parseGeneral is Parse with encoding/json, for any envelope that starts
+// with '{': the reference that parseFast must agree with, and the only
+// path that words the errors.
+func parseGeneral(trimmed []byte, o Origin) (Envelope, error) {
+	var env Envelope
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &fields); err != nil {
 		return env, invalid(ReasonInvalidJSON, "envelope is not valid JSON: %s", jsonError(err))
