@@ -455,6 +455,7 @@ func deliveryLogWhere(p DeliveryLogParams, desc bool) (string, []any) {
 	}
 	if p.Status != "" {
 		add("status = $%d", p.Status)
+		where += notDelivered(p.Status)
 	}
 	if p.EventType != "" {
 		add("event_type = $%d", p.EventType)
