@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/producer/event"
 )
 
 var benchData = map[string]string{
@@ -38,5 +39,20 @@ func BenchmarkRecord(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = d.Record("webhooks.deliveries")
+	}
+}
+
+func BenchmarkEventBody(b *testing.B) {
+	created := time.Date(2026, 11, 30, 1, 2, 3, 456_000_000, time.UTC)
+	for name, s := range benchData {
+		env := event.Envelope{ID: "evt_123456", Type: "invoice.paid", Created: created, Data: json.RawMessage(s)}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := delivery.EventBody(env); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/producer/event"
 )
 
 // Header names carried by every delivery record. They are part of hookd's
@@ -78,15 +80,141 @@ type body struct {
 }
 
 // Body renders the webhook body for an event. data must be valid JSON.
+// The body is what json.Marshal makes of the body struct, byte for byte:
+// data compacted, with <, >, & and U+2028, U+2029 escaped.
 func Body(eventID, eventType string, created time.Time, data json.RawMessage) ([]byte, error) {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
+	if plain(eventID) && plain(eventType) && json.Valid(data) {
+		return appendBody(eventID, eventType, created, data), nil
+	}
+	return marshalBody(eventID, eventType, created, data)
+}
+
+// EventBody is Body for an envelope that event.Parse accepted: its data
+// is valid JSON by Parse's contract, so it is not validated again (the
+// router's hot path). Ids and types that need JSON escapes take
+// encoding/json, which would also report data that is not valid JSON
+// after all.
+func EventBody(env event.Envelope) ([]byte, error) {
+	data := env.Data
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	if plain(env.ID) && plain(env.Type) {
+		return appendBody(env.ID, env.Type, env.Created, data), nil
+	}
+	return marshalBody(env.ID, env.Type, env.Created, data)
+}
+
+// marshalBody is Body with encoding/json: the reference appendBody must
+// match, and the path for escapes and for invalid data (its error).
+func marshalBody(eventID, eventType string, created time.Time, data json.RawMessage) ([]byte, error) {
 	b, err := json.Marshal(body{ID: eventID, Type: eventType, Created: created.UTC().Format(time.RFC3339Nano), Data: data})
 	if err != nil {
 		return nil, fmt.Errorf("rendering webhook body: %w", err)
 	}
 	return b, nil
+}
+
+// appendBody renders the body into one buffer of the size it has when data
+// is compact without HTML characters (the usual case). eventID and
+// eventType must be plain, data valid JSON.
+func appendBody(eventID, eventType string, created time.Time, data []byte) []byte {
+	var scratch [64]byte
+	ts := created.UTC().AppendFormat(scratch[:0], time.RFC3339Nano)
+	const fixed = len(`{"id":"","type":"","created":"","data":}`)
+	b := make([]byte, 0, fixed+len(eventID)+len(eventType)+len(ts)+len(data))
+	b = append(b, `{"id":"`...)
+	b = append(b, eventID...)
+	b = append(b, `","type":"`...)
+	b = append(b, eventType...)
+	b = append(b, `","created":"`...)
+	b = append(b, ts...)
+	b = append(b, `","data":`...)
+	b = appendCompact(b, data)
+	return append(b, '}')
+}
+
+// plain reports whether encoding/json writes s as it is between quotes:
+// printable ASCII without '"', '\\' or the HTML characters it escapes.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < ' ' || c > '~', c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// appendCompact appends the valid JSON src as json.Marshal writes a
+// json.RawMessage: without whitespace outside strings, with <, >, & and
+// U+2028, U+2029 escaped. Invalid JSON yields garbage, never a panic.
+func appendCompact(dst, src []byte) []byte {
+	const hex = "0123456789abcdef"
+	start, inString, grown := 0, false, false
+	for i := 0; i < len(src); i++ {
+		for i < len(src) && !special[src[i]] {
+			i++
+		}
+		if i == len(src) {
+			break
+		}
+		switch c := src[i]; {
+		case inString && c == '\\':
+			i++ // the escaped character is ASCII: '"' or another that needs no care
+		case c == '"':
+			inString = !inString
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			if !inString {
+				dst = append(dst, src[start:i]...)
+				start = i + 1
+			}
+		case c == '<' || c == '>' || c == '&':
+			if !grown {
+				dst, grown = growForEscapes(dst, src[start:]), true
+			}
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xA8:
+			if !grown {
+				dst, grown = growForEscapes(dst, src[start:]), true
+			}
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[src[i+2]&0xF])
+			i += 2
+			start = i + 1
+		}
+	}
+	return append(dst, src[start:]...)
+}
+
+// special are the bytes appendCompact looks at.
+var special = func() (t [256]bool) {
+	for _, c := range []byte("\"\\ \t\n\r<>&\xe2") {
+		t[c] = true
+	}
+	return t
+}()
+
+// growForEscapes makes room for the data not yet appended, rest, with its
+// escapes: each makes 3 bytes (U+2028, U+2029) or 1 byte (<, >, &) 6.
+func growForEscapes(dst, rest []byte) []byte {
+	extra := 0
+	for i, c := range rest {
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			extra += 5
+		case c == 0xE2 && i+2 < len(rest) && rest[i+1] == 0x80 && rest[i+2]&^1 == 0xA8:
+			extra += 3
+		}
+	}
+	b := make([]byte, len(dst), len(dst)+len(rest)+extra+1) // +1: the body's closing brace
+	copy(b, dst)
+	return b
 }
 
 // Record encodes d for topic.

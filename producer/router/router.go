@@ -283,7 +283,7 @@ func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) error 
 			r.cfg.MaxEnvelopeBytes)
 		var body []byte
 		if err == nil {
-			body, err = delivery.Body(env.ID, env.Type, env.Created, env.Data)
+			body, err = delivery.EventBody(env)
 			if err != nil {
 				err = &event.InvalidError{Reason: event.ReasonInvalidData, Detail: err.Error()}
 			}
