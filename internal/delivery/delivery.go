@@ -67,8 +67,12 @@ type Delivery struct {
 // ID returns the deterministic delivery id of (eventID, endpointID): a
 // re-read of the same event yields the same delivery.
 func ID(eventID, endpointID string) string {
-	h := sha256.Sum256([]byte(eventID + "\x00" + endpointID))
-	return "dlv_" + hex.EncodeToString(h[:12])
+	var scratch [256]byte // ids up to this size are hashed without an allocation
+	h := sha256.Sum256(append(append(append(scratch[:0], eventID...), 0), endpointID...))
+	var id [4 + 24]byte
+	copy(id[:], "dlv_")
+	hex.Encode(id[4:], h[:12])
+	return string(id[:])
 }
 
 // body is the webhook payload of PRODUCT.md, in this field order.
@@ -217,32 +221,90 @@ func growForEscapes(dst, rest []byte) []byte {
 	return b
 }
 
-// Record encodes d for topic.
+// Record encodes d for topic. The key and the header values share one
+// buffer, each value capped at its length.
 func (d *Delivery) Record(topic string) *kgo.Record {
-	r := &kgo.Record{Topic: topic, Key: []byte(d.EndpointID), Value: d.Body}
-	add := func(k, v string) {
-		if v != "" {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	n, size := d.headerCount()
+	buf := make([]byte, 0, len(d.EndpointID)+size)
+	buf = append(buf, d.EndpointID...)
+	w := headerWriter{r: &kgo.Record{Topic: topic, Key: buf[:len(buf):len(buf)], Value: d.Body,
+		Headers: make([]kgo.RecordHeader, 0, n)}, buf: buf}
+	w.str(HeaderDeliveryID, d.ID)
+	w.str(HeaderEventID, d.EventID)
+	w.str(HeaderEventType, d.EventType)
+	w.str(HeaderEndpointID, d.EndpointID)
+	w.str(HeaderAccount, d.Account)
+	w.time(HeaderEventCreated, d.EventCreated)
+	w.int(HeaderAttempt, max(d.Attempt, 1))
+	w.time(HeaderFirstAttempt, d.FirstAttempt)
+	w.time(HeaderDueAt, d.DueAt)
+	if d.LastStatus != 0 {
+		w.int(HeaderLastStatus, d.LastStatus)
+	}
+	w.str(HeaderLastError, d.LastError)
+	if d.ClientErrors != 0 {
+		w.int(HeaderClientErrors, d.ClientErrors)
+	}
+	w.str(HeaderReplayID, d.ReplayID)
+	return w.r
+}
+
+// headerCount returns the number of headers Record writes and an upper
+// bound of their values' total size.
+func (d *Delivery) headerCount() (n, size int) {
+	for _, s := range [...]string{d.ID, d.EventID, d.EventType, d.EndpointID, d.Account, d.LastError, d.ReplayID} {
+		if s != "" {
+			n++
+			size += len(s)
 		}
 	}
-	add(HeaderDeliveryID, d.ID)
-	add(HeaderEventID, d.EventID)
-	add(HeaderEventType, d.EventType)
-	add(HeaderEndpointID, d.EndpointID)
-	add(HeaderAccount, d.Account)
-	add(HeaderEventCreated, formatTime(d.EventCreated))
-	add(HeaderAttempt, strconv.Itoa(max(d.Attempt, 1)))
-	add(HeaderFirstAttempt, formatTime(d.FirstAttempt))
-	add(HeaderDueAt, formatTime(d.DueAt))
-	if d.LastStatus != 0 {
-		add(HeaderLastStatus, strconv.Itoa(d.LastStatus))
+	for _, t := range [...]time.Time{d.EventCreated, d.FirstAttempt, d.DueAt} {
+		if !t.IsZero() {
+			n++
+			size += len(time.RFC3339Nano) + 6 // the longest, with a 5-digit year and -07:00 as Z
+		}
 	}
-	add(HeaderLastError, d.LastError)
-	if d.ClientErrors != 0 {
-		add(HeaderClientErrors, strconv.Itoa(d.ClientErrors))
+	for _, i := range [...]int{1, d.LastStatus, d.ClientErrors} { // 1: the attempt, always there
+		if i != 0 {
+			n++
+			size += 20
+		}
 	}
-	add(HeaderReplayID, d.ReplayID)
-	return r
+	return n, size
+}
+
+// headerWriter appends headers to r, their values to buf.
+type headerWriter struct {
+	r   *kgo.Record
+	buf []byte
+}
+
+func (w *headerWriter) str(key, v string) {
+	if v != "" {
+		start := len(w.buf)
+		w.buf = append(w.buf, v...)
+		w.add(key, start)
+	}
+}
+
+func (w *headerWriter) time(key string, t time.Time) {
+	if !t.IsZero() {
+		start := len(w.buf)
+		w.buf = t.UTC().AppendFormat(w.buf, time.RFC3339Nano)
+		w.add(key, start)
+	}
+}
+
+func (w *headerWriter) int(key string, i int) {
+	start := len(w.buf)
+	w.buf = strconv.AppendInt(w.buf, int64(i), 10)
+	w.add(key, start)
+}
+
+// add adds the header key with the value buf[start:]. Values are capped:
+// appending to one never overwrites the next.
+func (w *headerWriter) add(key string, start int) {
+	w.r.Headers = append(w.r.Headers, kgo.RecordHeader{Key: key, Value: w.buf[start:len(w.buf):len(w.buf)]})
 }
 
 // ErrMalformed is wrapped by Decode for a record that is not a delivery.
@@ -346,11 +408,4 @@ func (d *Delivery) set(key, v string) error {
 		d.ReplayID = v
 	}
 	return err
-}
-
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
 }
