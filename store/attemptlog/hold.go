@@ -20,6 +20,11 @@ type heldDelivery struct {
 	epoch     int32
 	// since is when the writer first held it.
 	since time.Time
+	// released is set once its row is written, or once it is dropped
+	// (its partition revoked).
+	released bool
+	// older is a record of the same delivery id read before it.
+	older *heldDelivery
 }
 
 // attemptsClock is how far the writer has read the attempts topic, in
@@ -96,9 +101,28 @@ func (c *attemptsClock) at(now time.Time) (time.Time, bool) {
 // by kgo's callbacks), whose held records are dropped: the partition's new
 // owner reads them again from the committed offset, which stops short of
 // them.
+//
+// A batch costs in proportion to its own records, not to the records held
+// (up to MaxHeld, 50,000; a pass over all of them per batch was 30% of the
+// writer's CPU while it caught up): a record is found by its delivery id
+// when its attempt is read, each partition's records are queued in offset
+// order, which is also the order they were read in (so the front of a
+// queue is its oldest on the wall clock and its committable offset), and
+// released records leave their queue when they reach its front. Only the
+// attempts clock, whose order is the events' and not the queues', needs a
+// pass over all of them, at most every lagScanEvery.
 type holdings struct {
-	held  []heldDelivery
-	clock attemptsClock
+	parts map[int32]*heldQueue
+	// byID is the newest held record of each delivery id; older ones of
+	// the same id (a record read twice) hang off it (heldDelivery.older)
+	// and are released with it.
+	byID map[string]*heldDelivery
+	// count is the number of records held.
+	count int
+	// lagScanned is when the held records were last compared with the
+	// attempts clock.
+	lagScanned time.Time
+	clock      attemptsClock
 	// paused is whether the deliveries topic is paused (MaxHeld reached).
 	paused bool
 	// readTo is, per deliveries-topic partition, the offset after the last
@@ -107,6 +131,64 @@ type holdings struct {
 
 	mu      sync.Mutex
 	revoked map[int32]bool
+}
+
+// heldQueue is one partition's held records in offset order; released
+// ones stay until they reach the front.
+type heldQueue struct {
+	q []*heldDelivery
+}
+
+// front drops the released records at the front and returns the first
+// record still held, or nil.
+func (hq *heldQueue) front() *heldDelivery {
+	i := 0
+	for i < len(hq.q) && hq.q[i].released {
+		i++
+	}
+	if i > 0 {
+		clear(hq.q[:i])
+		hq.q = hq.q[i:]
+	}
+	if len(hq.q) == 0 {
+		hq.q = nil // let the backing array go
+		return nil
+	}
+	return hq.q[0]
+}
+
+// lagScanEvery bounds how often the held records are compared with the
+// attempts clock while the writer lags: a record is written pending at
+// most this much after Hold has passed on that clock.
+const lagScanEvery = 100 * time.Millisecond
+
+// hold holds d, read from the deliveries topic.
+func (h *holdings) hold(d *heldDelivery) {
+	if h.parts == nil {
+		h.parts, h.byID = map[int32]*heldQueue{}, map[string]*heldDelivery{}
+	}
+	hq := h.parts[d.partition]
+	if hq == nil {
+		hq = &heldQueue{}
+		h.parts[d.partition] = hq
+	}
+	hq.q = append(hq.q, d)
+	d.older = h.byID[d.pending.ID]
+	h.byID[d.pending.ID] = d
+	h.count++
+}
+
+// releaseID moves every record held of delivery id to rows.
+func (h *holdings) releaseID(id string, rows []store.PendingDelivery) []store.PendingDelivery {
+	for d := h.byID[id]; d != nil; d = d.older {
+		if !d.released {
+			d.released = true
+			h.count--
+			rows = append(rows, d.pending)
+		}
+	}
+	delete(h.byID, id)
+	return rows
 }
 
 func (h *holdings) revoke(topic string, parts map[string][]int32) {
@@ -126,45 +208,66 @@ func (h *holdings) dropRevoked() {
 	revoked := h.revoked
 	h.revoked = nil
 	h.mu.Unlock()
-	if len(revoked) == 0 {
-		return
-	}
 	for p := range revoked {
 		delete(h.readTo, p)
-	}
-	kept := h.held[:0]
-	for _, d := range h.held {
-		if !revoked[d.partition] {
-			kept = append(kept, d)
-		}
-	}
-	clear(h.held[len(kept):])
-	h.held = kept
-}
-
-// release splits the held records into those whose row is written now,
-// with their attempt (attempted) or as pending, and those held on. A
-// record is written pending once the attempts read are of events created
-// Hold after its event (while the writer lags), or once it has been held
-// for Hold (while it keeps up), or for MaxHold in any case.
-func (h *holdings) release(cfg Config, attempted map[string]bool, now time.Time) []store.PendingDelivery {
-	clock, lagging := h.clock.at(now)
-	var rows []store.PendingDelivery
-	kept := h.held[:0]
-	for _, d := range h.held {
-		held := now.Sub(d.since)
-		late := held >= cfg.Hold
-		if lagging {
-			late = clock.Sub(d.pending.EventCreated) >= cfg.Hold
-		}
-		if attempted[d.pending.ID] || late || held >= cfg.MaxHold {
-			rows = append(rows, d.pending)
+		hq := h.parts[p]
+		if hq == nil {
 			continue
 		}
-		kept = append(kept, d)
+		delete(h.parts, p)
+		for _, d := range hq.q {
+			if !d.released {
+				d.released = true
+				h.count--
+				h.forgetIfDone(d.pending.ID)
+			}
+		}
 	}
-	clear(h.held[len(kept):])
-	h.held = kept
+}
+
+// forgetIfDone removes id from byID once none of its records is held.
+func (h *holdings) forgetIfDone(id string) {
+	for d := h.byID[id]; d != nil; d = d.older {
+		if !d.released {
+			return
+		}
+	}
+	delete(h.byID, id)
+}
+
+// release returns the held records whose row is written now, with their
+// attempt (attempted) or as pending; the others are held on. A record is
+// written pending once the attempts read are of events created Hold after
+// its event (while the writer lags), or once it has been held for Hold
+// (while it keeps up), or for MaxHold in any case.
+func (h *holdings) release(cfg Config, attempted map[string]bool, now time.Time) []store.PendingDelivery {
+	var rows []store.PendingDelivery
+	for id := range attempted {
+		if h.byID[id] != nil {
+			rows = h.releaseID(id, rows)
+		}
+	}
+	clock, lagging := h.clock.at(now)
+	wallHold := cfg.MaxHold
+	if !lagging || cfg.Hold < 0 {
+		wallHold = min(cfg.Hold, cfg.MaxHold)
+	}
+	// The front of each queue is its oldest on the wall clock.
+	for _, hq := range h.parts {
+		for d := hq.front(); d != nil && now.Sub(d.since) >= wallHold; d = hq.front() {
+			rows = h.releaseID(d.pending.ID, rows)
+		}
+	}
+	if lagging && now.Sub(h.lagScanned) >= lagScanEvery {
+		h.lagScanned = now
+		for _, hq := range h.parts {
+			for _, d := range hq.q {
+				if !d.released && clock.Sub(d.pending.EventCreated) >= cfg.Hold {
+					rows = h.releaseID(d.pending.ID, rows)
+				}
+			}
+		}
+	}
 	return rows
 }
 
@@ -173,10 +276,10 @@ func (h *holdings) release(cfg Config, attempted map[string]bool, now time.Time)
 // resumes it once half of them are released.
 func (h *holdings) pace(cl *kgo.Client, cfg Config) {
 	switch {
-	case !h.paused && len(h.held) >= cfg.MaxHeld:
+	case !h.paused && h.count >= cfg.MaxHeld:
 		cl.PauseFetchTopics(cfg.DeliveriesTopic)
 		h.paused = true
-	case h.paused && len(h.held) < cfg.MaxHeld/2:
+	case h.paused && h.count < cfg.MaxHeld/2:
 		cl.ResumeFetchTopics(cfg.DeliveriesTopic)
 		h.paused = false
 	}
@@ -199,9 +302,14 @@ func (h *holdings) commitable() map[int32]kgo.EpochOffset {
 	for p, o := range h.readTo {
 		out[p] = o
 	}
-	for _, d := range h.held {
-		if cur, ok := out[d.partition]; !ok || d.offset < cur.Offset {
-			out[d.partition] = kgo.EpochOffset{Epoch: d.epoch, Offset: d.offset}
+	for p, hq := range h.parts {
+		d := hq.front()
+		if d == nil {
+			delete(h.parts, p)
+			continue
+		}
+		if cur, ok := out[p]; !ok || d.offset < cur.Offset {
+			out[p] = kgo.EpochOffset{Epoch: d.epoch, Offset: d.offset}
 		}
 	}
 	return out

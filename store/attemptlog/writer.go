@@ -299,14 +299,14 @@ func (w *Writer) Run(ctx context.Context) error {
 		PortalBaseURL: w.cfg.PortalBaseURL}, w.deps.Logger, w.health)
 	w.deps.Logger.InfoContext(ctx, "attempt log writer started", "topic", w.cfg.Topic, "group", w.cfg.Group)
 	for {
-		fetches := w.poll(ctx, cl, len(w.hold.held) > 0)
+		fetches := w.poll(ctx, cl, w.hold.count > 0)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Records polled but not written stay uncommitted: the next
 			// writer of the group reads them again.
 			return nil
 		}
 		recs := w.records(ctx, kh, fetches)
-		if len(recs) == 0 && len(w.hold.held) == 0 {
+		if len(recs) == 0 && w.hold.count == 0 {
 			continue
 		}
 		if len(recs) > 0 {
@@ -405,7 +405,7 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 	}
 	rows := w.hold.release(w.cfg, attempted, now)
 	w.hold.pace(cl, w.cfg)
-	w.m.held.Set(float64(len(w.hold.held)))
+	w.m.held.Set(float64(w.hold.count))
 	if len(rows) == 0 && len(decoded) == 0 && len(recs) == 0 {
 		return nil // nothing new: the held records wait on
 	}
@@ -446,7 +446,7 @@ func (w *Writer) decode(ctx context.Context, recs []*kgo.Record, now time.Time) 
 			if err != nil {
 				continue
 			}
-			w.hold.held = append(w.hold.held, heldDelivery{
+			w.hold.hold(&heldDelivery{
 				pending: store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
 					Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated},
 				partition: kr.Partition, offset: kr.Offset, epoch: kr.LeaderEpoch, since: now,
