@@ -60,6 +60,9 @@ func (c *Config) validate() error {
 type Store struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	// windowsAlways makes WriteAttempts render every batch as one with
+	// several attempts of a delivery (tests compare both renderings).
+	windowsAlways bool
 }
 
 // ParsePoolConfig validates cfg and turns it into a pgxpool config, so that a
