@@ -196,9 +196,27 @@ func cpuNow() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// measure runs one timed phase of b.N deliveries and reports its figures.
-func measure(b *testing.B, p *peer, run func()) (cpu time.Duration, before, after peerStats) {
+// kafkaRequests counts the dispatcher's fetch and produce requests.
+type kafkaRequests struct{ fetches, produces atomic.Int64 }
+
+func (k *kafkaRequests) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	switch {
+	case err != nil:
+	case key == 1: // Fetch
+		k.fetches.Add(1)
+	case key == 0: // Produce
+		k.produces.Add(1)
+	}
+}
+
+// measure runs one timed phase of b.N deliveries and reports its figures;
+// reqs, when set, are the dispatcher's Kafka requests.
+func measure(b *testing.B, p *peer, reqs *kafkaRequests, run func()) (cpu time.Duration, before, after peerStats) {
 	before = p.stats(b)
+	var f0, p0 int64
+	if reqs != nil {
+		f0, p0 = reqs.fetches.Load(), reqs.produces.Load()
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	c0, t0 := cpuNow(), time.Now()
@@ -207,6 +225,10 @@ func measure(b *testing.B, p *peer, run func()) (cpu time.Duration, before, afte
 	cpu, elapsed := cpuNow()-c0, time.Since(t0)
 	b.StopTimer()
 	n := float64(b.N)
+	if reqs != nil {
+		b.ReportMetric(float64(reqs.fetches.Load()-f0)/n, "fetches/delivery")
+		b.ReportMetric(float64(reqs.produces.Load()-p0)/n, "produces/delivery")
+	}
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu_us/delivery")
 	b.ReportMetric(float64(after.Conns-before.Conns)/n, "conns/delivery")
 	b.ReportMetric(n/elapsed.Seconds(), "deliveries/s")
@@ -220,23 +242,25 @@ func measure(b *testing.B, p *peer, run func()) (cpu time.Duration, before, afte
 // reports its CPU per delivery.
 func BenchmarkDispatcher(b *testing.B) {
 	p := startPeer(b)
-	startBenchDispatcher(b, p)
+	reqs := startBenchDispatcher(b, p)
 	// Warm up: group joined, connections open, buffers grown.
 	p.produce(b, benchWarmup)
 	p.waitDelivered(b, benchWarmup)
-	measure(b, p, func() { p.produce(b, b.N) })
+	measure(b, p, reqs, func() { p.produce(b, b.N) })
 }
 
-// startBenchDispatcher runs a dispatcher against p until b ends.
-func startBenchDispatcher(b *testing.B, p *peer) {
+// startBenchDispatcher runs a dispatcher against p until b ends and returns
+// the count of its Kafka requests.
+func startBenchDispatcher(b *testing.B, p *peer) *kafkaRequests {
 	eps := &endpointMap{m: map[string]dispatcher.Target{}}
 	for i, e := range p.info.Endpoints {
 		eps.set(dispatcher.Target{ID: e.ID, URL: e.URL, Secrets: []string{e.Secret}, Account: fmt.Sprintf("acct_%06d", i)})
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	kcfg := kafkaconn.Config{Brokers: p.info.Kafka}
+	reqs := &kafkaRequests{}
 	d, err := dispatcher.New(dispatcher.Config{Topics: benchTopics(), AllowPrivateNetworks: true},
-		dispatcher.Deps{Endpoints: eps, Logger: logger, KafkaOpts: kafkaconn.Opts(kcfg, logger)})
+		dispatcher.Deps{Endpoints: eps, Logger: logger, KafkaOpts: kafkaconn.Opts(kcfg, logger, reqs)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -249,6 +273,7 @@ func startBenchDispatcher(b *testing.B, p *peer) {
 			b.Error(err)
 		}
 	})
+	return reqs
 }
 
 // BenchmarkDispatcherStream is BenchmarkDispatcher with the records
@@ -257,10 +282,10 @@ func startBenchDispatcher(b *testing.B, p *peer) {
 // before: small fetches from many partitions, small produce batches.
 func BenchmarkDispatcherStream(b *testing.B) {
 	p := startPeer(b)
-	startBenchDispatcher(b, p)
+	reqs := startBenchDispatcher(b, p)
 	p.produce(b, benchWarmup)
 	p.waitDelivered(b, benchWarmup)
-	measure(b, p, func() {
+	measure(b, p, reqs, func() {
 		p.call(b, fmt.Sprintf("/stream?n=%d&from=%d&rate=%d", b.N, p.seq, streamRate), nil)
 		p.seq += b.N
 	})
@@ -291,7 +316,7 @@ func BenchmarkPlainSend(b *testing.B) {
 	send(benchWarmup)
 	p.waitDelivered(b, benchWarmup)
 	seq.Store(benchWarmup)
-	cpu, before, after := measure(b, p, func() { send(benchWarmup + int64(b.N)) })
+	cpu, before, after := measure(b, p, nil, func() { send(benchWarmup + int64(b.N)) })
 	b.ReportMetric(float64((cpu.Microseconds()+after.CPUMicros-before.CPUMicros))/float64(b.N), "b0_us/delivery")
 }
 
