@@ -128,7 +128,6 @@ func (b *bundle) start(cfg dispatcher.Config, o runOpts) (stop func()) {
 		Clock:      o.clock,
 		KafkaOpts: []kgo.Opt{
 			kgo.SeedBrokers(b.cluster.Addrs...),
-			kgo.FetchMaxWait(100 * time.Millisecond),
 			kgo.ProducerLinger(0),
 		},
 	})

@@ -1,0 +1,69 @@
+package dispatcher
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookd/hookd/internal/kafkatest"
+	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/retrytiers"
+)
+
+// The dispatcher's fetches ask the broker to wait for fetchMinBytes, at
+// most fetchMaxWait (fewer, larger fetches while records stream in); the
+// operator's kgo options still override both. Fails when the fetches are
+// answered at the first byte (MinBytes 1) or wait kgo's 500ms.
+func TestFetchBatching(t *testing.T) {
+	s, err := retrytiers.ParseSchedule(retrytiers.DefaultSchedule)
+	require.NoError(t, err)
+	tcfg := topics.Config{Prefix: "webhooks", Partitions: 2, Schedule: s}
+	for _, tc := range []struct {
+		name              string
+		opts              []kgo.Opt
+		minBytes, maxWait int32
+	}{
+		{"dispatcher's", nil, 64 << 10, 10},
+		{"operator's", []kgo.Opt{kgo.FetchMinBytes(1), kgo.FetchMaxWait(200 * time.Millisecond)}, 1, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := kafkatest.NewProvisioned(t, tcfg)
+			fetches := make(chan *kmsg.FetchRequest, 1)
+			c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				select {
+				case fetches <- r.(*kmsg.FetchRequest):
+				default:
+				}
+				return nil, nil, false // kfake answers it
+			})
+			d, err := New(Config{Group: "g-fetch", Topics: tcfg}, Deps{
+				Endpoints: noEndpoints{},
+				Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+				KafkaOpts: append([]kgo.Opt{kgo.SeedBrokers(c.Addrs...)}, tc.opts...),
+			})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			defer func() {
+				cancel()
+				require.NoError(t, <-done)
+			}()
+			select {
+			case req := <-fetches:
+				require.Equal(t, tc.minBytes, req.MinBytes, "MinBytes")
+				require.Equal(t, tc.maxWait, req.MaxWaitMillis, "MaxWaitMillis")
+			case <-time.After(30 * time.Second):
+				t.Fatal("no fetch within 30s")
+			}
+		})
+	}
+}
