@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,6 +82,10 @@ type peerStats struct {
 	BadSig    int64 `json:"bad_sig"`
 	Conns     int64 `json:"conns"`
 	CPUMicros int64 `json:"cpu_us"`
+	// P50Millis and P99Millis are the latencies, from the produce to the
+	// receiver's verified request, of the streamed records so far.
+	P50Millis float64 `json:"p50_ms"`
+	P99Millis float64 `json:"p99_ms"`
 }
 
 func benchTopics() topics.Config {
@@ -232,6 +237,10 @@ func measure(b *testing.B, p *peer, reqs *kafkaRequests, run func()) (cpu time.D
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu_us/delivery")
 	b.ReportMetric(float64(after.Conns-before.Conns)/n, "conns/delivery")
 	b.ReportMetric(n/elapsed.Seconds(), "deliveries/s")
+	if after.P99Millis > 0 {
+		b.ReportMetric(after.P50Millis, "p50_ms")
+		b.ReportMetric(after.P99Millis, "p99_ms")
+	}
 	if after.BadSig != 0 {
 		b.Fatalf("receivers rejected %d signatures", after.BadSig)
 	}
@@ -364,6 +373,47 @@ type benchReceiver struct {
 	delivered atomic.Int64
 	badSig    atomic.Int64
 	conns     atomic.Int64
+
+	// streamed are the produce times of the streamed records by event
+	// number; latencies, those of their deliveries.
+	latMu     sync.Mutex
+	streamed  map[int]time.Time
+	latencies []time.Duration
+}
+
+// observe records the latency of the delivery of body's event, if it was
+// streamed.
+func (r *benchReceiver) observe(body []byte, now time.Time) {
+	i := bytes.Index(body, []byte(`"evt_`))
+	if i < 0 {
+		return
+	}
+	digits := body[i+5:]
+	if j := bytes.IndexByte(digits, '"'); j >= 0 {
+		digits = digits[:j]
+	}
+	n, err := strconv.Atoi(string(digits))
+	if err != nil {
+		return
+	}
+	r.latMu.Lock()
+	defer r.latMu.Unlock()
+	if at, ok := r.streamed[n]; ok {
+		delete(r.streamed, n)
+		r.latencies = append(r.latencies, now.Sub(at))
+	}
+}
+
+// quantile returns the q quantile of the latencies so far, in ms.
+func (r *benchReceiver) quantile(q float64) float64 {
+	r.latMu.Lock()
+	defer r.latMu.Unlock()
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	l := slices.Clone(r.latencies)
+	slices.Sort(l)
+	return float64(l[int(q*float64(len(l)-1))].Microseconds()) / 1000
 }
 
 func (r *benchReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -376,6 +426,7 @@ func (r *benchReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	r.observe(body, time.Now())
 	time.Sleep(benchLatency)
 	w.WriteHeader(http.StatusOK)
 	r.delivered.Add(1)
@@ -398,7 +449,7 @@ func runPeer() error {
 	if _, err := topics.Provision(ctx, kadm.NewClient(cl), tcfg); err != nil {
 		return err
 	}
-	rc := &benchReceiver{hooks: map[string]*standardwebhooks.Webhook{}}
+	rc := &benchReceiver{hooks: map[string]*standardwebhooks.Webhook{}, streamed: map[int]time.Time{}}
 	srv := &http.Server{Handler: rc, ConnState: func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			rc.conns.Add(1)
@@ -431,7 +482,7 @@ func runPeer() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /stats", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(peerStats{Delivered: rc.delivered.Load(), BadSig: rc.badSig.Load(),
-			Conns: rc.conns.Load(), CPUMicros: cpuNow().Microseconds()})
+			Conns: rc.conns.Load(), CPUMicros: cpuNow().Microseconds(), P50Millis: rc.quantile(0.5), P99Millis: rc.quantile(0.99)})
 	})
 	record := func(i int) *kgo.Record {
 		e := info.Endpoints[i%len(info.Endpoints)]
@@ -464,7 +515,11 @@ func runPeer() error {
 			for range tick.C {
 				due := from + int(time.Since(start).Seconds()*float64(rate))
 				for ; i < min(due, from+n); i++ {
-					cl.Produce(context.Background(), record(i), nil)
+					r := record(i)
+					rc.latMu.Lock()
+					rc.streamed[i] = time.Now()
+					rc.latMu.Unlock()
+					cl.Produce(context.Background(), r, nil)
 				}
 				if i >= from+n {
 					return
