@@ -117,33 +117,43 @@ func (s *Store) ListDeliveries(ctx context.Context, p ListDeliveriesParams) ([]D
 	// conditions are put together here rather than with ($n = '' OR ...)
 	// in SQL, so that the generic plan of the prepared statement reads the
 	// matching index as a custom plan would.
-	where, args := "true", []any{}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where += fmt.Sprintf(" AND "+cond, len(args))
-	}
+	c := conds{where: "true"}
 	if p.EndpointID != "" {
-		add("endpoint_id = $%d", p.EndpointID)
+		c.add("endpoint_id = $%d", p.EndpointID)
 	}
 	if p.Account != "" {
-		add("account = $%d", p.Account)
+		c.add("account = $%d", p.Account)
 	} else {
-		add("account = COALESCE((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = $%[1]d), account)", p.EndpointID)
+		c.add("account = COALESCE((SELECT e.account FROM webhooks.endpoint_ids e WHERE e.id = $%[1]d), account)", p.EndpointID)
 	}
 	if p.Status != "" {
-		add("status = $%d", p.Status)
-		where += notDelivered(p.Status)
+		c.add("status = $%d", p.Status)
+		c.where += notDelivered(p.Status)
 	}
 	if !p.Before.IsZero() {
-		add("created_at < $%d", p.Before)
+		c.add("created_at < $%d", p.Before)
 	}
-	args = append(args, p.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries WHERE `+where+
-		fmt.Sprintf(` ORDER BY created_at DESC, id LIMIT $%d`, len(args)), args...)
+	c.args = append(c.args, p.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhooks.deliveries WHERE `+c.where+
+		fmt.Sprintf(` ORDER BY created_at DESC, id LIMIT $%d`, len(c.args)), c.args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing deliveries: %s", oneLine(err))
 	}
 	return collectDeliveries(rows)
+}
+
+// conds are the conditions of a listing, rendered into its WHERE clause,
+// and their arguments.
+type conds struct {
+	where string
+	args  []any
+}
+
+// add appends cond, a format whose one %d is its placeholder's number,
+// with its argument v.
+func (c *conds) add(cond string, v any) {
+	c.args = append(c.args, v)
+	c.where += fmt.Sprintf(" AND "+cond, len(c.args))
 }
 
 // notDelivered is the condition a listing filtered on status adds when the

@@ -444,46 +444,41 @@ func (s *Store) DeliveryLog(ctx context.Context, p DeliveryLogParams) ([]Deliver
 }
 
 func deliveryLogWhere(p DeliveryLogParams, desc bool) (string, []any) {
-	where := "account = $1"
-	args := []any{p.Account}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where += fmt.Sprintf(" AND "+cond, len(args))
-	}
+	c := conds{where: "account = $1", args: []any{p.Account}}
 	if p.EndpointID != "" {
-		add("endpoint_id = $%d", p.EndpointID)
+		c.add("endpoint_id = $%d", p.EndpointID)
 	}
 	if p.Status != "" {
-		add("status = $%d", p.Status)
-		where += notDelivered(p.Status)
+		c.add("status = $%d", p.Status)
+		c.where += notDelivered(p.Status)
 	}
 	if p.EventType != "" {
-		add("event_type = $%d", p.EventType)
+		c.add("event_type = $%d", p.EventType)
 	}
 	if p.EventID != "" {
-		add("event_id = $%d", p.EventID)
+		c.add("event_id = $%d", p.EventID)
 	}
 	switch {
 	case p.StatusClass == -1:
-		where += " AND last_status_code IS NULL"
+		c.where += " AND last_status_code IS NULL"
 	case p.StatusClass >= 2 && p.StatusClass <= 5:
-		add("last_status_code / 100 = $%d", p.StatusClass)
+		c.add("last_status_code / 100 = $%d", p.StatusClass)
 	}
 	if !p.Since.IsZero() {
-		add("created_at >= $%d", p.Since)
+		c.add("created_at >= $%d", p.Since)
 	}
 	if !p.Until.IsZero() {
-		add("created_at < $%d", p.Until)
+		c.add("created_at < $%d", p.Until)
 	}
 	if p.After != nil {
 		op := ">"
 		if desc {
 			op = "<"
 		}
-		args = append(args, p.After.CreatedAt, p.After.ID)
-		where += fmt.Sprintf(" AND (created_at, id) %s ($%d, $%d)", op, len(args)-1, len(args))
+		c.args = append(c.args, p.After.CreatedAt, p.After.ID)
+		c.where += fmt.Sprintf(" AND (created_at, id) %s ($%d, $%d)", op, len(c.args)-1, len(c.args))
 	}
-	return where, args
+	return c.where, c.args
 }
 
 // EndpointStats is the health of one endpoint over a window, from the
