@@ -250,6 +250,16 @@ type wire struct {
 // Marshal encodes e as an envelope that Parse accepts. Data must be a JSON
 // object (or empty, meaning {}).
 func Marshal(e Envelope) ([]byte, error) {
+	if b, ok := marshalFast(e); ok {
+		return b, nil
+	}
+	return marshalGeneral(e)
+}
+
+// marshalGeneral is Marshal with encoding/json: the reference that
+// marshalFast must agree with byte for byte, and the only path that words
+// the errors.
+func marshalGeneral(e Envelope) ([]byte, error) {
 	w := wire{ID: e.ID, Account: e.Account, Type: e.Type, Data: e.Data}
 	if len(w.Data) == 0 {
 		w.Data = json.RawMessage("{}")
