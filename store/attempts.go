@@ -199,12 +199,13 @@ const appendAttempts = `WITH ins AS (
 UPDATE hookd_attempts_in i SET fresh = false
 WHERE i.fresh AND NOT i.inline AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.attempt_id = i.attempt_id AND ins.started_at = i.started_at)`
 
-// appendUnheld appends the attempts meant to be held by their delivery
-// row that it does not hold (the row changed under the writer): none is
-// lost.
+// appendUnheld appends the attempts meant to be held by an existing
+// delivery row that it does not hold (the row changed under the writer):
+// none is lost. A row the batch inserted holds its attempt: it was inserted
+// so, or the batch failed.
 const appendUnheld = `INSERT INTO webhooks.attempt_rows (` + attemptRowColumns + `)
 SELECT ` + attemptRowColumns + ` FROM hookd_attempts_in i
-WHERE i.inline AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d
+WHERE i.inline AND i.d_exists AND NOT EXISTS (SELECT 1 FROM webhooks.deliveries d
 	WHERE d.id = i.delivery_id AND d.a_id = i.attempt_id AND d.a_started_at = i.started_at ` + probe + `)
 ON CONFLICT DO NOTHING`
 
@@ -259,10 +260,15 @@ latest AS (
 `
 }
 
-// Create the rows not there yet, with the state of their newest attempt;
-// a row another writer inserted meanwhile only has its attempt count
-// raised.
-func upsertDeliveries(oneEach bool) string {
+// Create the rows not there yet, with the state of their newest attempt,
+// holding their first. A plain INSERT, not INSERT ... ON CONFLICT: the
+// classification just looked each row up, and speculative insertion (a
+// probe of the primary key, a confirmation WAL record per row) cost a fifth
+// of the batch's Postgres CPU (issue 15). A row another writer inserted
+// meanwhile (two writers of one partition during a rebalance) fails the
+// batch with a unique violation, which WriteAttempts reports as worth
+// retrying: the next try finds the row and updates it.
+func insertDeliveries(oneEach bool) string {
 	return deliverySource(false, oneEach) + `
 INSERT INTO webhooks.deliveries AS d (id, event_id, endpoint_id, account, event_type, status, attempts,
 	last_status_code, last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset,
@@ -279,9 +285,7 @@ SELECT s.delivery_id, s.event_id, s.endpoint_id, s.account, s.event_type, COALES
 	CASE WHEN s.new_status IS NOT NULL THEN s.started_at END,
 	` + inlineValues + `
 FROM src s
-ORDER BY s.delivery_id
-ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, updated_at = now()
-WHERE d.attempts < EXCLUDED.attempts AND d.account = EXCLUDED.account`
+ORDER BY s.delivery_id`
 }
 
 // Move existing rows to the state of their newest attempt when it is newer
@@ -312,7 +316,7 @@ WHERE d.id = s.delivery_id AND d.id = ANY (ARRAY(SELECT delivery_id FROM src)) A
 
 // The statements of both kinds of batch, rendered once.
 var (
-	upsertDeliveriesSQL   = [2]string{upsertDeliveries(false), upsertDeliveries(true)}
+	insertDeliveriesSQL   = [2]string{insertDeliveries(false), insertDeliveries(true)}
 	applyDeliveryStateSQL = [2]string{applyDeliveryState(false), applyDeliveryState(true)}
 )
 
@@ -525,12 +529,15 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 		// their final state, holding their first attempt.
 		for _, step := range []struct{ what, sql string }{
 			{"updating delivery state", applyDeliveryStateSQL[oneEach]},
-			{"creating delivery rows", upsertDeliveriesSQL[oneEach]},
+			{"creating delivery rows", insertDeliveriesSQL[oneEach]},
 			{"appending attempts", appendUnheld},
 			{"recording endpoint health", upsertEndpointHealth},
 			{"updating failing_since", updateFailingSince},
 		} {
 			if _, err := tx.Exec(ctx, step.sql, planEach); err != nil {
+				if isUniqueViolation(err) && step.sql == insertDeliveriesSQL[oneEach] {
+					return res, &writeStepError{msg: "creating delivery rows: another writer created one meanwhile (" + oneLine(err) + "); retrying finds it", err: err}
+				}
 				return res, wrapWriteError(step.what, err)
 			}
 		}
@@ -702,6 +709,12 @@ func wrapWriteError(what string, err error) error {
 		return fmt.Errorf("%s: %w: %s", what, ErrInvalidData, oneLine(err))
 	}
 	return &writeStepError{msg: what + ": " + oneLine(err), err: err}
+}
+
+// isUniqueViolation says whether err is Postgres refusing a duplicate key.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 // writeStepError keeps the short message of oneLine while letting callers still

@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/pgtest"
+	"github.com/hookd/hookd/store"
+)
+
+// TestWriteAttemptsRetriesARowAnotherWriterCreated: WriteAttempts inserts
+// the delivery rows it did not find with a plain INSERT. When another
+// writer (two writers of one partition during a rebalance) creates one of
+// them between the lookup and the insert, the batch fails with an error
+// worth retrying, not ErrInvalidData (which would split the batch and skip
+// records), and the retry moves the other writer's row on, holding the
+// attempt once.
+func TestWriteAttemptsRetriesARowAnotherWriterCreated(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	addEndpoint(t, db, "ep1")
+
+	other, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	defer other.Close(ctx)
+	otherTx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	_, err = otherTx.Exec(ctx, `INSERT INTO webhooks.deliveries (id, event_id, endpoint_id, account, event_type, event_created_at)
+		VALUES ('d1', 'evt-d1', 'ep1', 'acct_1', 'invoice.paid', $1)`, t0)
+	require.NoError(t, err)
+
+	r := rec("d1", "ep1", 1, attempt.OutcomeDelivered, attempt.NextDone)
+	params := store.WriteAttemptsParams{Records: []*attempt.Record{r}, Now: t0, DisableAfter: 72 * time.Hour}
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.Store.WriteAttempts(ctx, params)
+		done <- err
+	}()
+	// The insert waits for the other writer's uncommitted row.
+	waitForLockWait(t, db)
+	require.NoError(t, otherTx.Commit(ctx))
+
+	err = <-done
+	require.Error(t, err, "the insert met the other writer's row")
+	require.NotErrorIs(t, err, store.ErrInvalidData, "a race is worth retrying, the records are fine")
+
+	res, err := db.Store.WriteAttempts(ctx, params)
+	require.NoError(t, err)
+	require.True(t, res.Inserted[r.AttemptID])
+	d := getDelivery(t, db, "d1")
+	require.Equal(t, "delivered", d.Status)
+	require.Equal(t, 1, d.Attempts)
+	require.Equal(t, 1, countAttempts(t, db, "d1"), "the attempt is logged once")
+	var held string
+	require.NoError(t, db.Store.Pool().QueryRow(ctx, `SELECT a_id FROM webhooks.deliveries WHERE id = 'd1'`).Scan(&held))
+	require.Equal(t, r.AttemptID, held, "the other writer's row holds the attempt")
+}
+
+// waitForLockWait polls until a session of db waits for a lock.
+func waitForLockWait(t *testing.T, db *pgtest.DB) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		require.NoError(t, db.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		if n > 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no session of the database waits for a lock")
+		time.Sleep(10 * time.Millisecond) // polling pg_stat_activity
+	}
+}
