@@ -270,7 +270,13 @@ func (w *Writer) Run(ctx context.Context) error {
 	// that a batch drawn from a backlog mixes the deliveries topic with the
 	// attempts topic, rather than holding one topic's records only: a
 	// delivery's record and its attempt then meet in one batch.
+	//
+	// A fetch waits for fetchMinBytes or fetchMaxWait (kgo: answered at
+	// the first record): the writer batches for BatchWait anyway, and many
+	// small fetches cost the broker a request each and the writer a
+	// response to decode each (issue 15).
 	opts := append([]kgo.Opt{kgo.FetchMaxBytes(8 << 20), kgo.FetchMaxPartitionBytes(64 << 10),
+		kgo.FetchMinBytes(fetchMinBytes), kgo.FetchMaxWait(w.fetchMaxWait()),
 		kgo.AutoCommitInterval(time.Second)}, w.deps.KafkaOpts...)
 	kh := newKafkaHealth(w.deps.Logger, w.deps.Clock, w.m.kafkaUp)
 	opts = append(opts,
@@ -318,6 +324,17 @@ func (w *Writer) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// fetchMinBytes is how much a fetch of the writer waits for, at most
+// fetchMaxWait.
+const fetchMinBytes = 256 << 10
+
+// fetchMaxWait is how long a fetch may wait for fetchMinBytes: BatchWait,
+// at most 100ms, at least 10ms (a writer that writes every poll at once,
+// BatchWait negative, waits 10ms).
+func (w *Writer) fetchMaxWait() time.Duration {
+	return min(max(w.cfg.BatchWait, 10*time.Millisecond), 100*time.Millisecond)
 }
 
 // poll waits for records; with delivery records held for the next batch,
