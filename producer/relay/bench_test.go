@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,10 +21,22 @@ import (
 // streams and the router fans out (one subscribed endpoint per account),
 // from the first insert until the last event is on the events topic
 // (relay events/s) and until its delivery is on the deliveries topic
-// (outbox-to-deliveries events/s). Run with a fixed count:
+// (outbox-to-deliveries events/s), and the process's CPU time per event
+// (the relay's, the router's, the in-process Kafka broker's and the
+// writers'). Run with a fixed count:
 //
 //	go test -run XXX -bench OutboxToDeliveries -benchtime 20000x ./producer/relay/
-func BenchmarkOutboxToDeliveries(b *testing.B) {
+func BenchmarkOutboxToDeliveries(b *testing.B) { benchOutbox(b, true) }
+
+// BenchmarkOutboxToEvents is BenchmarkOutboxToDeliveries without the
+// router: its CPU time per event is the relay's, the in-process Kafka
+// broker's and the writers'. Run with a fixed count:
+//
+//	go test -run XXX -bench OutboxToEvents -benchtime 20000x ./producer/relay/
+func BenchmarkOutboxToEvents(b *testing.B) { benchOutbox(b, false) }
+
+// benchOutbox runs the outbox benchmarks, with the router if route.
+func benchOutbox(b *testing.B, route bool) {
 	e := setup(b)
 	ctx := context.Background()
 	st := e.db.Store
@@ -39,12 +52,14 @@ func BenchmarkOutboxToDeliveries(b *testing.B) {
 		b.Fatal(err)
 	}
 	start(b, idx.Run)
-	rt, err := router.New(router.Config{Topics: e.names}, router.Deps{Endpoints: idx,
-		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger})
-	if err != nil {
-		b.Fatal(err)
+	if route {
+		rt, err := router.New(router.Config{Topics: e.names}, router.Deps{Endpoints: idx,
+			KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start(b, rt.Run)
 	}
-	start(b, rt.Run)
 	start(b, e.newRelay(b, e.relayConfig()).Run)
 	e.waitStreaming(b)
 	adm := kadm.NewClient(e.kafka.Client(b))
@@ -59,7 +74,7 @@ func BenchmarkOutboxToDeliveries(b *testing.B) {
 	}
 
 	b.ResetTimer()
-	begin := time.Now()
+	begin, cpu0 := time.Now(), processCPU(b)
 	var wg sync.WaitGroup
 	const writers, perTx = 4, 100
 	for w := range writers {
@@ -83,7 +98,7 @@ func BenchmarkOutboxToDeliveries(b *testing.B) {
 		if relayed == 0 && count(e.names.Events) >= int64(b.N) {
 			relayed = time.Since(begin)
 		}
-		if relayed != 0 && count(e.names.Deliveries) >= int64(b.N) {
+		if relayed != 0 && (!route || count(e.names.Deliveries) >= int64(b.N)) {
 			break
 		}
 		if time.Since(begin) > 5*time.Minute {
@@ -91,11 +106,23 @@ func BenchmarkOutboxToDeliveries(b *testing.B) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling
 	}
-	total := time.Since(begin)
+	total, cpu := time.Since(begin), processCPU(b)-cpu0
 	b.StopTimer()
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/event")
 	b.ReportMetric(float64(b.N)/inserted.Seconds(), "inserted/s")
 	b.ReportMetric(float64(b.N)/relayed.Seconds(), "relayed-events/s")
-	b.ReportMetric(float64(b.N)/total.Seconds(), "outbox-to-deliveries-events/s")
+	if route {
+		b.ReportMetric(float64(b.N)/total.Seconds(), "outbox-to-deliveries-events/s")
+	}
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkResume measures a leader's resume after its replication
