@@ -115,8 +115,8 @@ const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
 	attempt integer NOT NULL, tier text NOT NULL, started_at timestamptz NOT NULL, duration_ms integer NOT NULL,
 	status_code integer, outcome text NOT NULL, error_class text, error text, response_excerpt text,
 	next_action text NOT NULL, next_due_at timestamptz, dead_reason text, dlq_topic text, dlq_partition integer,
-	dlq_offset bigint, replay_id text, destination text, body_sha256 text, fresh boolean NOT NULL DEFAULT false, foreign_account text,
-	inline boolean NOT NULL DEFAULT false, d_exists boolean NOT NULL DEFAULT false
+	dlq_offset bigint, replay_id text, destination text, body_sha256 text, fresh boolean NOT NULL DEFAULT true, foreign_account text,
+	inline boolean NOT NULL DEFAULT true, d_exists boolean NOT NULL DEFAULT false
 ) ON COMMIT DELETE ROWS`
 
 // attemptRowColumns are the columns of the attempt log (webhooks.attempt_rows,
@@ -161,6 +161,12 @@ const probe = `OFFSET 0`
 //   - d_exists: the delivery row exists (it is updated), or not yet (it is
 //     inserted). One lookup of the row serves all four.
 //
+// The staging table's defaults are the common case (fresh, of its own
+// account, held by a delivery row inserted now), so only the other rows
+// are updated: rewriting every staged row cost a third of the
+// classification and left the later statements twice the tuples to scan
+// (issue 15).
+//
 // It returns the fresh attempts with a foreign account.
 const classifyAttempts = `WITH c AS MATERIALIZED (
 	SELECT i.attempt_id, i.started_at, i.delivery_id, i.attempt, i.account, i.event_id, i.endpoint_id,
@@ -183,6 +189,7 @@ const classifyAttempts = `WITH c AS MATERIALIZED (
 	UPDATE hookd_attempts_in i SET fresh = r.fresh, foreign_account = CASE WHEN r.fresh THEN r.other END,
 		inline = r.first AND NOT r.row_blocks_inline, d_exists = r.d_exists
 	FROM r WHERE r.attempt_id = i.attempt_id AND r.started_at = i.started_at
+		AND (r.fresh AND r.other IS NULL AND r.first AND NOT r.row_blocks_inline AND NOT r.d_exists) IS NOT TRUE
 	RETURNING i.attempt_id, i.delivery_id, i.endpoint_id, i.account, i.foreign_account
 )
 SELECT attempt_id, delivery_id, endpoint_id, account, foreign_account FROM u WHERE foreign_account IS NOT NULL`
