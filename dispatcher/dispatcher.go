@@ -431,7 +431,7 @@ func (d *Dispatcher) refreshGauges() {
 			oldestDue[tp.Topic] = max(oldestDue[tp.Topic], oldestDueAge(ps, now))
 		}
 		p := strconv.Itoa(int(tp.Partition))
-		d.m.held.WithLabelValues(tp.Topic, p).Set(float64(len(ps.pending)))
+		d.m.held.WithLabelValues(tp.Topic, p).Set(float64(ps.pending.len()))
 		lag := 0.0
 		if wm, ok := ps.watermark(); ok {
 			lag = float64(ps.lastSeen + 1 - wm.Offset)
@@ -457,7 +457,7 @@ func (d *Dispatcher) refreshGauges() {
 // and dead-lettered when routed.
 func oldestDueAge(ps *partState, now time.Time) time.Duration {
 	var oldest time.Duration
-	for _, it := range ps.pending {
+	for _, it := range ps.pending.all() {
 		if it.started || it.rec == nil {
 			continue
 		}

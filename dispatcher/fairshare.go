@@ -179,7 +179,7 @@ func (d *Dispatcher) sweepAccountsLocked(now time.Time) {
 // take; they go to the first retry tier instead, without spending an
 // attempt, as past a full endpoint backlog.
 func (d *Dispatcher) crowdingLocked(ps *partState, a *accountState) bool {
-	return d.active > 1 && len(ps.pending) >= d.cfg.PartitionMaxHeld/2 && a.inFlight >= d.shareLocked()
+	return d.active > 1 && ps.pending.len() >= d.cfg.PartitionMaxHeld/2 && a.inFlight >= d.shareLocked()
 }
 
 // shedLocked empties the partitions full enough to be paused of the
@@ -195,14 +195,15 @@ func (d *Dispatcher) shedLocked(now time.Time) {
 	share := d.shareLocked()
 	touched := map[*endpointState]bool{}
 	for _, ps := range d.parts {
-		if ps.revoked || len(ps.pending) < d.cfg.PartitionMaxHeld {
+		if ps.revoked || ps.pending.len() < d.cfg.PartitionMaxHeld {
 			continue
 		}
 		// Below half, where a full partition resumes fetching (doneLocked).
-		excess := len(ps.pending) - d.cfg.PartitionMaxHeld/2 + 1
-		for i := len(ps.pending) - 1; i >= 0 && excess > 0; i-- {
-			it := ps.pending[i]
-			if !it.queued {
+		excess := ps.pending.len() - d.cfg.PartitionMaxHeld/2 + 1
+		held := ps.pending.all()
+		for i := len(held) - 1; i >= 0 && excess > 0; i-- {
+			it := held[i]
+			if !it.queued { // finished or started
 				continue
 			}
 			ep := d.eps[it.d.EndpointID]

@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,10 +15,11 @@ import (
 // field is guarded by Dispatcher.mu.
 type partState struct {
 	tp kafkaconn.TopicPartition
-	// pending are the records read and not finished, in offset order. The
-	// commit watermark is the first of them: a crash re-delivers from
-	// there, never skipping an unfinished record.
-	pending []*item
+	// pending are the records read and not finished, in offset order (and
+	// finished ones behind the first, marked). The commit watermark is the
+	// first unfinished one: a crash re-delivers from there, never skipping
+	// an unfinished record.
+	pending heldQueue
 	// waiting is the tail of pending held back by the tier gate: its head
 	// is not due yet, and everything after it waits behind it.
 	waiting   []*item
@@ -34,25 +34,13 @@ type partState struct {
 // watermark is the offset to commit: the first unfinished record, or the
 // one after the last record read.
 func (ps *partState) watermark() (kgo.EpochOffset, bool) {
-	if len(ps.pending) > 0 {
-		r := ps.pending[0]
+	if r := ps.pending.first(); r != nil {
 		return kgo.EpochOffset{Epoch: r.epoch, Offset: r.offset}, true
 	}
 	if ps.lastSeen < 0 {
 		return kgo.EpochOffset{}, false
 	}
 	return kgo.EpochOffset{Epoch: ps.lastEpoch, Offset: ps.lastSeen + 1}, true
-}
-
-func (ps *partState) remove(it *item) bool {
-	i := sort.Search(len(ps.pending), func(i int) bool { return ps.pending[i].offset >= it.offset })
-	if i == len(ps.pending) || ps.pending[i] != it {
-		return false
-	}
-	copy(ps.pending[i:], ps.pending[i+1:])
-	ps.pending[len(ps.pending)-1] = nil
-	ps.pending = ps.pending[:len(ps.pending)-1]
-	return true
 }
 
 // item is one record in the dispatcher.
@@ -67,6 +55,8 @@ type item struct {
 	started bool
 	// queued: it waits in its endpoint's queue.
 	queued bool
+	// finished: done, its offset may be committed (heldQueue).
+	finished bool
 }
 
 // endpointState queues one endpoint's records; it exists only while the
@@ -111,8 +101,8 @@ func (d *Dispatcher) admitLocked(r *kgo.Record, now time.Time) {
 	}
 	ps.lastSeen, ps.lastEpoch = r.Offset, r.LeaderEpoch
 	it := &item{rec: r, part: ps, offset: r.Offset, epoch: r.LeaderEpoch}
-	ps.pending = append(ps.pending, it)
-	if len(ps.pending) >= d.cfg.PartitionMaxHeld {
+	ps.pending.push(it)
+	if ps.pending.len() >= d.cfg.PartitionMaxHeld {
 		d.pauses.set(tp, pauseFull, true)
 	}
 	if len(ps.waiting) > 0 {
@@ -468,11 +458,11 @@ func (d *Dispatcher) startFinishLocked(it *item, res result) {
 func (d *Dispatcher) doneLocked(it *item, done bool) {
 	ps := it.part
 	if done {
-		ps.remove(it)
+		ps.pending.finish(it)
 	}
 	it.rec, it.d = nil, nil
 	ps.running--
-	if len(ps.pending) < d.cfg.PartitionMaxHeld/2 && !ps.revoked {
+	if ps.pending.len() < d.cfg.PartitionMaxHeld/2 && !ps.revoked {
 		d.pauses.set(ps.tp, pauseFull, false)
 	}
 	if ps.running == 0 && ps.idle != nil {
