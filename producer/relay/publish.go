@@ -130,6 +130,9 @@ func (p *publisher) publish(row store.OutboxRow, o origin, published prometheus.
 	if err != nil {
 		return err
 	}
+	// A streamed row's payload is the replication message's buffer, which
+	// the next message overwrites: what outlives this call must not hold it.
+	row.Payload = nil
 	if n, limit := len(rec.Value), p.r.cfg.MaxEnvelopeBytes; n > limit {
 		p.deadLetter(row, deadletter.ReasonOversize, "oversize", n, limit,
 			fmt.Sprintf("envelope is %d bytes, the limit is %d", n, limit), done)

@@ -54,7 +54,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -534,62 +533,6 @@ func (r *Relay) prune(ctx context.Context) {
 type origin struct {
 	lsn       pglogrepl.LSN
 	committed time.Time
-}
-
-// record renders an outbox row as an event envelope record.
-func (r *Relay) record(row store.OutboxRow, o origin) (*kgo.Record, error) {
-	v, err := event.Marshal(event.Envelope{ID: row.ID, Account: row.Account, Type: row.Type, Data: row.Payload, Created: row.CreatedAt})
-	if err != nil {
-		return nil, fmt.Errorf("outbox row %s: %w", row.ID, err)
-	}
-	return &kgo.Record{Topic: r.cfg.EventsTopic, Key: []byte(row.Account), Value: v,
-		Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: []byte("outbox")},
-			{Key: HeaderLSN, Value: []byte(o.lsn.String())}, {Key: HeaderOutboxID, Value: []byte(row.ID)}}}, nil
-}
-
-// decodeInsert reads an outbox row from a pgoutput insert.
-func decodeInsert(rel *pglogrepl.RelationMessage, ins *pglogrepl.InsertMessage, types *pgtype.Map) (store.OutboxRow, error) {
-	var row store.OutboxRow
-	if ins.Tuple == nil || len(ins.Tuple.Columns) != len(rel.Columns) {
-		return row, errors.New("insert tuple does not match the outbox relation")
-	}
-	seen := 0
-	for i, col := range ins.Tuple.Columns {
-		name := rel.Columns[i].Name
-		if col.DataType != pglogrepl.TupleDataTypeText {
-			if col.DataType == pglogrepl.TupleDataTypeNull && (name == "payload" || name == "created_at") {
-				continue
-			}
-			switch name {
-			case "id", "account", "type":
-				return row, fmt.Errorf("outbox column %s is not text in the WAL (kind %q)", name, col.DataType)
-			}
-			continue
-		}
-		switch name {
-		case "id":
-			row.ID = string(col.Data)
-			seen++
-		case "account":
-			row.Account = string(col.Data)
-			seen++
-		case "type":
-			row.Type = string(col.Data)
-			seen++
-		case "payload":
-			row.Payload = append([]byte(nil), col.Data...)
-		case "created_at":
-			var ts pgtype.Timestamptz
-			if err := types.Scan(pgtype.TimestamptzOID, pgtype.TextFormatCode, col.Data, &ts); err != nil {
-				return row, fmt.Errorf("outbox created_at %q: %w", col.Data, err)
-			}
-			row.CreatedAt = ts.Time
-		}
-	}
-	if seen != 3 {
-		return row, errors.New("outbox insert lacks id, account or type")
-	}
-	return row, nil
 }
 
 // isSlotBusy reports whether err says the slot is in use by another

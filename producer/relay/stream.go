@@ -371,6 +371,9 @@ func (s *session) drain(ctx context.Context) {
 
 // handle applies one pgoutput message.
 func (s *session) handle(data []byte) error {
+	if len(data) > 0 && data[0] == 'I' {
+		return s.insert(data)
+	}
 	lm, err := pglogrepl.Parse(data)
 	if err != nil {
 		return fmt.Errorf("decoding pgoutput message: %w", err)
@@ -389,17 +392,21 @@ func (s *session) handle(data []byte) error {
 		}
 		s.tr.commit(s.cur, m.TransactionEndLSN)
 		s.cur = nil
-	case *pglogrepl.InsertMessage:
-		return s.insert(m)
 	}
 	return nil
 }
 
-// insert publishes an outbox insert, unless it is on the topic already.
-func (s *session) insert(m *pglogrepl.InsertMessage) error {
-	rel, ok := s.relations[m.RelationID]
+// insert publishes an outbox insert (a pgoutput insert message, which it
+// decodes by hand: pglogrepl copies every column), unless it is on the
+// topic already.
+func (s *session) insert(data []byte) error {
+	relID, tuple, err := insertRelation(data)
+	if err != nil {
+		return err
+	}
+	rel, ok := s.relations[relID]
 	if !ok {
-		return fmt.Errorf("pgoutput insert for unknown relation %d", m.RelationID)
+		return fmt.Errorf("pgoutput insert for unknown relation %d", relID)
 	}
 	if rel.Namespace != "webhooks" || rel.RelationName != "outbox" {
 		return nil // not ours: the publication was widened by hand
@@ -407,7 +414,7 @@ func (s *session) insert(m *pglogrepl.InsertMessage) error {
 	if s.cur == nil {
 		return errors.New("pgoutput insert outside a transaction")
 	}
-	row, err := decodeInsert(rel, m, s.types)
+	row, err := decodeInsert(rel, tuple, s.types)
 	if err != nil {
 		return err
 	}
