@@ -88,7 +88,7 @@ func TestHoldingsRelease(t *testing.T) {
 	add("d", 0, 12, t0.Add(6*time.Second), t0.Add(time.Second))
 	require.Empty(t, h.release(cfg, nil, t0.Add(6*time.Second)), "the attempts clock is 4 s past c's event")
 	h.clock.firstAttempt(0, t0.Add(5*time.Second))
-	require.Equal(t, []string{"c"}, ids(h.release(cfg, nil, t0.Add(6*time.Second+lagScanEvery))))
+	require.Equal(t, []string{"c"}, ids(h.release(cfg, nil, t0.Add(6*time.Second+lagScanEvery(cfg)))))
 	require.Equal(t, 1, h.count)
 
 	// MaxHold, however far behind the attempts are.
