@@ -397,15 +397,26 @@ const (
 const healthResolution = `interval '1 second'`
 
 // Record the newest success and failure of every endpoint of the batch,
-// to healthResolution.
+// to healthResolution. The endpoints whose health row is recent enough are
+// left out before the upsert: ON CONFLICT locks the row it meets even when
+// its WHERE then updates nothing (a lock WAL record each), and most
+// endpoints of a batch are such (issue 15). The upsert's own WHERE still
+// decides, against a row another writer moved meanwhile.
 const upsertEndpointHealth = `INSERT INTO webhooks.endpoint_health AS h (endpoint_id, last_success_at, last_failure_at)
-SELECT endpoint_id,
-	max(started_at) FILTER (WHERE outcome IN ` + sqlSuccess + `),
-	max(started_at) FILTER (WHERE outcome IN ` + sqlFailures + `)
-FROM hookd_attempts_in
-WHERE fresh AND foreign_account IS NULL AND (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
-GROUP BY endpoint_id
-ORDER BY endpoint_id
+SELECT n.endpoint_id, n.last_success_at, n.last_failure_at
+FROM (
+	SELECT endpoint_id,
+		max(started_at) FILTER (WHERE outcome IN ` + sqlSuccess + `) AS last_success_at,
+		max(started_at) FILTER (WHERE outcome IN ` + sqlFailures + `) AS last_failure_at
+	FROM hookd_attempts_in
+	WHERE fresh AND foreign_account IS NULL AND (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
+	GROUP BY endpoint_id
+) n
+LEFT JOIN LATERAL (SELECT * FROM webhooks.endpoint_health o WHERE o.endpoint_id = n.endpoint_id ` + probe + `) o ON true
+WHERE o.endpoint_id IS NULL
+	OR n.last_success_at > COALESCE(o.last_success_at, '-infinity'::timestamptz) + ` + healthResolution + `
+	OR n.last_failure_at > COALESCE(o.last_failure_at, '-infinity'::timestamptz) + ` + healthResolution + `
+ORDER BY n.endpoint_id
 ON CONFLICT (endpoint_id) DO UPDATE SET
 	last_success_at = GREATEST(h.last_success_at, EXCLUDED.last_success_at),
 	last_failure_at = GREATEST(h.last_failure_at, EXCLUDED.last_failure_at)
