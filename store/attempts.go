@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -106,6 +107,9 @@ var attemptInColumns = []string{
 	"response_excerpt", "next_action", "next_due_at", "dead_reason", "dlq_topic", "dlq_partition",
 	"dlq_offset", "replay_id", "destination", "body_sha256",
 }
+
+// copyAttemptsIn stages a batch (attemptCopy's stream).
+var copyAttemptsIn = `COPY hookd_attempts_in (` + strings.Join(attemptInColumns, ", ") + `) FROM STDIN (FORMAT binary)`
 
 // The staging table lives as long as the connection and empties itself at
 // every commit, so a batch costs no catalog churn.
@@ -498,8 +502,8 @@ WHERE e.id = g.id AND e.status = 'active' AND (g.gone OR ($4 AND e.failing_since
 // attempts get rows of their own in webhooks.attempt_rows.
 func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (WriteAttemptsResult, error) {
 	res := WriteAttemptsResult{Inserted: map[string]bool{}}
-	rows := attemptRows(p.Records)
-	if len(rows) == 0 {
+	staged, nStaged := attemptCopy(p.Records)
+	if nStaged == 0 {
 		ms, err := s.WritePendingDeliveries(ctx, p.Pending)
 		res.Mismatched = ms
 		return res, err
@@ -513,7 +517,7 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 	if _, err := tx.Exec(ctx, createAttemptIn); err != nil {
 		return res, wrapWriteError("creating attempt staging table", err)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"hookd_attempts_in"}, attemptInColumns, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(staged), copyAttemptsIn); err != nil {
 		return res, wrapWriteError("copying attempts", err)
 	}
 	// The pending rows with no attempt of their account in the batch come
@@ -631,16 +635,20 @@ func collectMismatches(rows pgx.Rows, err error) ([]AccountMismatch, error) {
 	})
 }
 
-// attemptRows turns records into staging rows, once per (attempt id, start
-// time), with text made storable: Postgres refuses NUL bytes and invalid
-// UTF-8, which an endpoint's response may well contain.
-func attemptRows(recs []*attempt.Record) [][]any {
+// attemptCopy renders records as the binary COPY stream of staging rows
+// (attemptInColumns), once per (attempt id, start time): the same attempt
+// twice in a batch (a record read twice) is staged once. Text is made
+// storable: Postgres refuses NUL bytes and invalid UTF-8, which an
+// endpoint's response may well contain. It returns the stream and the
+// number of rows.
+func attemptCopy(recs []*attempt.Record) ([]byte, int) {
 	type key struct {
 		id      string
 		started time.Time
 	}
 	seen := make(map[key]bool, len(recs))
-	rows := make([][]any, 0, len(recs))
+	c := newCopyBinary(len(recs) * 400)
+	n := 0
 	for _, r := range recs {
 		if r == nil {
 			continue
@@ -650,31 +658,60 @@ func attemptRows(recs []*attempt.Record) [][]any {
 			continue
 		}
 		seen[k] = true
-		created := r.EventCreated
-		if created.IsZero() {
-			created = r.StartedAt
-		}
-		var dlqTopic *string
-		var dlqPartition *int32
-		var dlqOffset *int64
-		if r.DLQ != nil {
-			t := cleanAttemptText(r.DLQ.Topic)
-			dlqTopic, dlqPartition, dlqOffset = &t, &r.DLQ.Partition, &r.DLQ.Offset
-		}
-		var nextDue *time.Time
-		if !r.NextDueAt.IsZero() {
-			nextDue = &r.NextDueAt
-		}
-		rows = append(rows, []any{
-			cleanAttemptText(r.AttemptID), cleanAttemptText(r.DeliveryID), cleanAttemptText(r.EventID), cleanAttemptText(r.EventType), cleanAttemptText(r.EndpointID),
-			cleanAttemptText(r.Account), created, int32(min(r.Attempt, math.MaxInt32)), cleanAttemptText(r.Tier), r.StartedAt,
-			int32(min(max(r.Duration.Milliseconds(), 0), math.MaxInt32)), nullStatusCode(r.StatusCode), cleanAttemptText(string(r.Outcome)),
-			nullAttemptText(r.ErrorClass), nullAttemptText(r.Error), nullAttemptText(r.ResponseExcerpt), cleanAttemptText(string(r.NextAction)),
-			nextDue, nullAttemptText(r.DeadReason), dlqTopic, dlqPartition, dlqOffset, nullAttemptText(r.ReplayID),
-			nullAttemptText(r.Destination), nullDigest(r.BodySHA256),
-		})
+		n++
+		stageAttempt(c, r)
 	}
-	return rows
+	return c.end(), n
+}
+
+// stageAttempt appends r's staging row to c, its fields in the order of
+// attemptInColumns.
+func stageAttempt(c *copyBinary, r *attempt.Record) {
+	created := r.EventCreated
+	if created.IsZero() {
+		created = r.StartedAt
+	}
+	c.tuple(len(attemptInColumns))
+	for _, s := range []string{r.AttemptID, r.DeliveryID, r.EventID, r.EventType, r.EndpointID, r.Account} {
+		c.text(cleanAttemptText(s))
+	}
+	c.timestamptz(created)
+	c.int4(int32(min(r.Attempt, math.MaxInt32)))
+	c.text(cleanAttemptText(r.Tier))
+	c.timestamptz(r.StartedAt)
+	c.int4(int32(min(max(r.Duration.Milliseconds(), 0), math.MaxInt32)))
+	if r.StatusCode == 0 {
+		c.null()
+	} else {
+		c.int4(int32(min(max(r.StatusCode, math.MinInt32), math.MaxInt32)))
+	}
+	c.text(cleanAttemptText(string(r.Outcome)))
+	for _, s := range []string{r.ErrorClass, r.Error, r.ResponseExcerpt} {
+		c.nullText(cleanAttemptText(s))
+	}
+	c.text(cleanAttemptText(string(r.NextAction)))
+	if r.NextDueAt.IsZero() {
+		c.null()
+	} else {
+		c.timestamptz(r.NextDueAt)
+	}
+	c.nullText(cleanAttemptText(r.DeadReason))
+	if r.DLQ == nil {
+		c.null()
+		c.null()
+		c.null()
+	} else {
+		c.text(cleanAttemptText(r.DLQ.Topic))
+		c.int4(r.DLQ.Partition)
+		c.int8(r.DLQ.Offset)
+	}
+	c.nullText(cleanAttemptText(r.ReplayID))
+	c.nullText(cleanAttemptText(r.Destination))
+	if validDigest(r.BodySHA256) {
+		c.text(r.BodySHA256)
+	} else {
+		c.null()
+	}
 }
 
 func cleanAttemptText(s string) string {
@@ -685,22 +722,11 @@ func cleanAttemptText(s string) string {
 	return strings.ReplaceAll(s, "\x00", "")
 }
 
-func nullAttemptText(s string) *string {
-	if s == "" {
-		return nil
-	}
-	c := cleanAttemptText(s)
-	return &c
-}
-
-// nullDigest keeps a digest only if it is 64 lowercase hex characters (the
-// column's check): a malformed one from the attempts topic is dropped, not
-// allowed to fail the batch.
-func nullDigest(s string) *string {
-	if len(s) != 64 || strings.Trim(s, "0123456789abcdef") != "" {
-		return nil
-	}
-	return &s
+// validDigest says whether s is 64 lowercase hex characters (the
+// column's check): a malformed digest from the attempts topic is staged as
+// NULL, not allowed to fail the batch.
+func validDigest(s string) bool {
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 func nullStatusCode(n int) *int32 {
