@@ -2,7 +2,10 @@ package relay_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,9 +26,15 @@ import (
 // (relay events/s) and until its delivery is on the deliveries topic
 // (outbox-to-deliveries events/s), and the process's CPU time per event
 // (the relay's, the router's, the in-process Kafka broker's and the
-// writers'). Run with a fixed count:
+// writers'). The relay's and the router's goroutines (their Kafka clients'
+// too) carry the pprof label role=relay or role=router, so that a CPU
+// profile tells their shares apart. Run with a fixed count:
 //
 //	go test -run XXX -bench OutboxToDeliveries -benchtime 20000x ./producer/relay/
+//
+// and, for the relay's own CPU time, with -relay.cpuprofile cpu.out (a
+// profile of the timed part), then
+// go tool pprof -tagfocus role=relay -top cpu.out.
 func BenchmarkOutboxToDeliveries(b *testing.B) { benchOutbox(b, true) }
 
 // BenchmarkOutboxToEvents is BenchmarkOutboxToDeliveries without the
@@ -34,6 +43,31 @@ func BenchmarkOutboxToDeliveries(b *testing.B) { benchOutbox(b, true) }
 //
 //	go test -run XXX -bench OutboxToEvents -benchtime 20000x ./producer/relay/
 func BenchmarkOutboxToEvents(b *testing.B) { benchOutbox(b, false) }
+
+// cpuProfile names the file that benchOutbox writes a CPU profile of its
+// timed part to.
+var cpuProfile = flag.String("relay.cpuprofile", "", "write a CPU profile of the outbox benchmarks' timed part to `file`")
+
+// profile starts a CPU profile if -relay.cpuprofile is set and
+// returns its stop.
+func profile(b *testing.B) (stop func()) {
+	if *cpuProfile == "" {
+		return func() {}
+	}
+	f, err := os.Create(*cpuProfile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
 
 // benchOutbox runs the outbox benchmarks, with the router if route.
 func benchOutbox(b *testing.B, route bool) {
@@ -58,9 +92,9 @@ func benchOutbox(b *testing.B, route bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		start(b, rt.Run)
+		start(b, labelled("router", rt.Run))
 	}
-	start(b, e.newRelay(b, e.relayConfig()).Run)
+	start(b, labelled("relay", e.newRelay(b, e.relayConfig()).Run))
 	e.waitStreaming(b)
 	adm := kadm.NewClient(e.kafka.Client(b))
 	count := func(topic string) int64 {
@@ -74,6 +108,7 @@ func benchOutbox(b *testing.B, route bool) {
 	}
 
 	b.ResetTimer()
+	stopProfile := profile(b)
 	begin, cpu0 := time.Now(), processCPU(b)
 	var wg sync.WaitGroup
 	const writers, perTx = 4, 100
@@ -108,11 +143,22 @@ func benchOutbox(b *testing.B, route bool) {
 	}
 	total, cpu := time.Since(begin), processCPU(b)-cpu0
 	b.StopTimer()
+	stopProfile()
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/event")
 	b.ReportMetric(float64(b.N)/inserted.Seconds(), "inserted/s")
 	b.ReportMetric(float64(b.N)/relayed.Seconds(), "relayed-events/s")
 	if route {
 		b.ReportMetric(float64(b.N)/total.Seconds(), "outbox-to-deliveries-events/s")
+	}
+}
+
+// labelled runs run with the pprof label role=name, which the goroutines it
+// starts inherit.
+func labelled(name string, run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var err error
+		pprof.Do(ctx, pprof.Labels("role", name), func(ctx context.Context) { err = run(ctx) })
+		return err
 	}
 }
 
