@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/deadletter"
-	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/store"
 )
 
@@ -75,10 +74,11 @@ func bufferLimit(cl *kgo.Client) int {
 	return max(n/2, 1)
 }
 
-// settled notes that a record is done with, acknowledged (ok) or not.
-func (p *publisher) settled(ok bool) {
-	if ok {
-		p.lastAck.Store(time.Now().UnixNano())
+// settled notes that a record is done with: acknowledged at now, or not
+// (now is zero).
+func (p *publisher) settled(now time.Time) {
+	if !now.IsZero() {
+		p.lastAck.Store(now.UnixNano())
 	}
 	select {
 	case p.room <- struct{}{}:
@@ -139,10 +139,11 @@ func (p *publisher) publish(row store.OutboxRow, o origin, published prometheus.
 		return nil
 	}
 	p.cl.Produce(p.ctx, rec, func(rec *kgo.Record, err error) {
-		defer p.settled(err == nil)
+		now := ackTime(err)
+		defer p.settled(now)
 		switch {
 		case err == nil:
-			p.acked(o, published)
+			p.acked(o, published, now)
 			done(nil)
 		case permanent(err):
 			// It may only have shared a batch with the culprit.
@@ -154,10 +155,21 @@ func (p *publisher) publish(row store.OutboxRow, o origin, published prometheus.
 	return nil
 }
 
-// acked counts a published row and observes its commit-to-ack latency.
-func (p *publisher) acked(o origin, published prometheus.Counter) {
+// ackTime is now if err is nil (a record acknowledged), else zero.
+func ackTime(err error) time.Time {
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// acked counts a published row and observes its commit-to-ack latency
+// (as stage.Since does, with the ack's time).
+func (p *publisher) acked(o origin, published prometheus.Counter, now time.Time) {
 	published.Inc()
-	stage.Since(p.r.m.stage, stage.RelayPublish, o.committed)
+	if !o.committed.IsZero() {
+		p.r.m.publishLatency.Observe(max(now.Sub(o.committed), 0).Seconds())
+	}
 }
 
 // permanent reports whether Kafka refused a record for what it is, so that
@@ -208,7 +220,7 @@ func (p *publisher) run() {
 				close(p.idle)
 			}
 			p.mu.Unlock()
-			p.settled(false) // room: it no longer counts in the backlog
+			p.settled(time.Time{}) // room: it no longer counts in the backlog
 		}
 	}
 }
@@ -216,11 +228,12 @@ func (p *publisher) run() {
 func (p *publisher) retryAlone(it soloItem) {
 	rec := &kgo.Record{Topic: it.rec.Topic, Key: it.rec.Key, Value: it.rec.Value, Headers: it.rec.Headers}
 	err := p.solo.ProduceSync(p.ctx, rec).FirstErr()
-	defer p.settled(err == nil)
+	now := ackTime(err)
+	defer p.settled(now)
 	p.r.logger.DebugContext(p.ctx, "outbox row refused in a batch, retried alone", "outbox_id", short(it.row.ID), "ok", err == nil)
 	switch {
 	case err == nil:
-		p.acked(it.origin, it.published)
+		p.acked(it.origin, it.published, now)
 		it.done(nil)
 	case permanent(err):
 		class := "produce_error"
@@ -262,7 +275,8 @@ func (p *publisher) deadLetter(row store.OutboxRow, reason, class string, size, 
 	}, deadletter.Provenance{Reason: reason, ErrorClass: class, DeadAt: time.Now()})
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderSource, Value: []byte("outbox")})
 	p.cl.Produce(p.ctx, rec, func(_ *kgo.Record, err error) {
-		defer p.settled(err == nil)
+		now := ackTime(err)
+		defer p.settled(now)
 		if err != nil {
 			done(fmt.Errorf("dead-lettering outbox row %s (%s): %w", row.ID, reason, err))
 			return

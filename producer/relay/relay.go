@@ -263,8 +263,9 @@ type metrics struct {
 	// skipped counts rows a resumed stream found on the events topic
 	// already.
 	skipped prometheus.Counter
-	// stage is the shared stage histogram (relay_publish).
-	stage *prometheus.HistogramVec
+	// publishLatency is the shared stage histogram's relay_publish series,
+	// looked up once rather than by label for every record.
+	publishLatency prometheus.Observer
 	// deadLettered counts rows dead-lettered instead of published, by
 	// reason.
 	deadLettered *prometheus.CounterVec
@@ -324,7 +325,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay metrics: %w", err)
 	}
-	r.m.stage = h
+	r.m.publishLatency = h.WithLabelValues(stage.RelayPublish)
 	return r, nil
 }
 

@@ -226,6 +226,9 @@ type session struct {
 	types      *pgtype.Map
 	cur        *txn
 	nextStatus time.Time
+	// readDeadline is the connection's read deadline as receive last set
+	// it (zero: unknown, set it again).
+	readDeadline time.Time
 	// skip holds the rows on the events topic already, until the stream
 	// passes the last of them.
 	skip *publishedSet
@@ -242,13 +245,15 @@ func (s *session) receiveLoop(ctx context.Context) error {
 		if err := s.tr.failed(); err != nil {
 			return fmt.Errorf("producing to %s: %w", s.r.cfg.EventsTopic, err)
 		}
-		if !time.Now().Before(s.nextStatus) {
+		now := time.Now()
+		if !now.Before(s.nextStatus) {
 			if err := s.sendStatus(ctx, true); err != nil {
 				return err
 			}
-			s.nextStatus = time.Now().Add(s.r.cfg.StatusInterval)
+			now = time.Now()
+			s.nextStatus = now.Add(s.r.cfg.StatusInterval)
 		}
-		s.watchKafka(ctx)
+		s.watchKafka(ctx, now)
 		if s.pub.full() {
 			// Kafka is behind or away: stop reading the stream (Produce
 			// would block) but keep reporting to Postgres.
@@ -266,8 +271,7 @@ func (s *session) receiveLoop(ctx context.Context) error {
 
 // watchKafka reports an outage when Kafka has acknowledged nothing for
 // StallAfter while records wait, and its end when it acknowledges again.
-func (s *session) watchKafka(ctx context.Context) {
-	now := time.Now()
+func (s *session) watchKafka(ctx context.Context, now time.Time) {
 	backlog := s.pub.backlog()
 	if backlog == 0 {
 		s.progress = now
@@ -287,13 +291,21 @@ func (s *session) watchKafka(ctx context.Context) {
 }
 
 // receive waits for one message until the next status update is due and
-// applies it. The wait has a deadline but no cancellation: cancelling
-// ReceiveMessage would close the connection before the drain's final
-// status update.
+// applies it. The wait is a read deadline on the connection, set only when
+// nextStatus moves (a context per message cost a timer and a context
+// watcher each), and no cancellation: cancelling ReceiveMessage would close
+// the connection before the drain's final status update.
 func (s *session) receive() error {
-	rctx, cancel := context.WithDeadline(context.Background(), s.nextStatus)
-	msg, err := s.conn.ReceiveMessage(rctx)
-	cancel()
+	if s.nextStatus.IsZero() {
+		return nil // a status update is due first
+	}
+	if !s.readDeadline.Equal(s.nextStatus) {
+		if err := s.conn.Conn().SetReadDeadline(s.nextStatus); err != nil {
+			return fmt.Errorf("replication stream: %w", err)
+		}
+		s.readDeadline = s.nextStatus
+	}
+	msg, err := s.conn.ReceiveMessage(context.Background())
 	if err != nil {
 		if pgconn.Timeout(err) {
 			return nil
