@@ -613,6 +613,8 @@ type pauses struct {
 	by map[kafkaconn.TopicPartition]uint8
 }
 
+// set turns reason on or off for tp, pausing or resuming its fetching
+// when it is the first reason set or the last cleared.
 func (p *pauses) set(tp kafkaconn.TopicPartition, reason uint8, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -626,12 +628,11 @@ func (p *pauses) set(tp kafkaconn.TopicPartition, reason uint8, on bool) {
 	} else {
 		p.by[tp] = after
 	}
-	m := map[string][]int32{tp.Topic: {tp.Partition}}
 	switch {
 	case before == 0 && after != 0:
-		p.cl.PauseFetchPartitions(m)
+		p.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 	case before != 0 && after == 0:
-		p.cl.ResumeFetchPartitions(m)
+		p.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/internal/kafkaconn"
 )
 
 // pushHeld pushes n records, from offset from on, into ps.
@@ -121,4 +124,37 @@ func BenchmarkHeldFinish(b *testing.B) {
 		ps.pending.finish(open[i])
 		open[i] = it
 	}
+}
+
+// TestFinishingARecordAllocatesNothing: completing a record of a partition
+// that is not paused for holding too many records neither allocates nor
+// touches the pauses; a full partition is resumed once it holds fewer
+// than half of PartitionMaxHeld, and not before.
+func TestFinishingARecordAllocatesNothing(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")) // pausing is local: never dialled
+	require.NoError(t, err)
+	defer cl.Close()
+	tp := kafkaconn.TopicPartition{Topic: "t", Partition: 0}
+	d := &Dispatcher{cfg: Config{PartitionMaxHeld: 100}, pauses: &pauses{cl: cl, by: map[kafkaconn.TopicPartition]uint8{}}}
+	ps := &partState{tp: tp, lastSeen: -1, committed: -1}
+	its := pushHeld(ps, 0, 100)
+	ps.running = len(its)
+	ps.full = true
+	d.pauses.set(tp, pauseFull, true)
+	require.Equal(t, map[string][]int32{"t": {0}}, cl.PauseFetchPartitions(nil))
+
+	i := 0
+	finish := func() { d.doneLocked(its[i], true); i++ }
+	for ps.pending.len() > 50 {
+		finish()
+		require.Equal(t, map[string][]int32{"t": {0}}, cl.PauseFetchPartitions(nil), "paused down to half")
+	}
+	finish()
+	require.Equal(t, 49, ps.pending.len())
+	require.Empty(t, cl.PauseFetchPartitions(nil), "resumed below half")
+	require.False(t, ps.full)
+
+	d.pauses = nil // any use of the pauses would panic now
+	allocs := testing.AllocsPerRun(40, finish)
+	require.Zero(t, allocs, "a completion allocates")
 }

@@ -28,7 +28,10 @@ type partState struct {
 	committed int64 // last committed offset, -1 before any commit
 	running   int   // items being attempted or finished (goroutines)
 	revoked   bool
-	idle      chan struct{} // closed when running drops to zero after revoke
+	// full: fetching it is paused for holding PartitionMaxHeld records,
+	// until it holds fewer than half of them.
+	full bool
+	idle chan struct{} // closed when running drops to zero after revoke
 }
 
 // watermark is the offset to commit: the first unfinished record, or the
@@ -102,7 +105,8 @@ func (d *Dispatcher) admitLocked(r *kgo.Record, now time.Time) {
 	ps.lastSeen, ps.lastEpoch = r.Offset, r.LeaderEpoch
 	it := &item{rec: r, part: ps, offset: r.Offset, epoch: r.LeaderEpoch}
 	ps.pending.push(it)
-	if ps.pending.len() >= d.cfg.PartitionMaxHeld {
+	if !ps.full && ps.pending.len() >= d.cfg.PartitionMaxHeld {
+		ps.full = true
 		d.pauses.set(tp, pauseFull, true)
 	}
 	if len(ps.waiting) > 0 {
@@ -462,7 +466,8 @@ func (d *Dispatcher) doneLocked(it *item, done bool) {
 	}
 	it.rec, it.d = nil, nil
 	ps.running--
-	if ps.pending.len() < d.cfg.PartitionMaxHeld/2 && !ps.revoked {
+	if ps.full && ps.pending.len() < d.cfg.PartitionMaxHeld/2 && !ps.revoked {
+		ps.full = false
 		d.pauses.set(ps.tp, pauseFull, false)
 	}
 	if ps.running == 0 && ps.idle != nil {
