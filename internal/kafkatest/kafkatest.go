@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/topics"
 )
@@ -56,4 +57,30 @@ func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// FirstFetch starts watching the fetch requests the cluster receives (kfake
+// answers them as usual); the function it returns waits for the first one
+// and returns it, or fails t after within.
+func (c *Cluster) FirstFetch(t testing.TB, within time.Duration) func() *kmsg.FetchRequest {
+	t.Helper()
+	fetches := make(chan *kmsg.FetchRequest, 1)
+	c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select {
+		case fetches <- r.(*kmsg.FetchRequest):
+		default:
+		}
+		return nil, nil, false // kfake answers it
+	})
+	return func() *kmsg.FetchRequest {
+		t.Helper()
+		select {
+		case req := <-fetches:
+			return req
+		case <-time.After(within):
+			t.Fatalf("kafkatest: no fetch within %s", within)
+			return nil
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/store/attemptlog"
 )
@@ -33,15 +32,7 @@ func TestWriterFetchesWaitForABatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			fetches := make(chan *kmsg.FetchRequest, 1)
-			b.kafka.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
-				b.kafka.KeepControl()
-				select {
-				case fetches <- r.(*kmsg.FetchRequest):
-				default:
-				}
-				return nil, nil, false // kfake answers it
-			})
+			firstFetch := b.kafka.FirstFetch(t, 30*time.Second)
 			w, err := attemptlog.New(attemptlog.Config{Topic: b.names.Attempts, DeliveriesTopic: b.names.Deliveries,
 				OpsTopic: b.names.Ops, EventsTopic: b.names.Events, BatchWait: tc.batchWait}, attemptlog.Deps{
 				Store: b.db.Store, Logger: b.logger, Registerer: prometheus.NewRegistry(), Clock: b.clock,
@@ -55,13 +46,9 @@ func TestWriterFetchesWaitForABatch(t *testing.T) {
 				cancel()
 				require.NoError(t, <-done)
 			}()
-			select {
-			case req := <-fetches:
-				require.Equal(t, tc.minBytes, req.MinBytes, "MinBytes")
-				require.Equal(t, tc.maxWait, req.MaxWaitMillis, "MaxWaitMillis")
-			case <-time.After(30 * time.Second):
-				t.Fatal("no fetch within 30s")
-			}
+			req := firstFetch()
+			require.Equal(t, tc.minBytes, req.MinBytes, "MinBytes")
+			require.Equal(t, tc.maxWait, req.MaxWaitMillis, "MaxWaitMillis")
 		})
 	}
 }
