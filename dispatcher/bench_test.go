@@ -51,7 +51,9 @@ import (
 //
 // Reported per delivery: cpu_us/delivery (user+system CPU of this process),
 // allocs/op and B/op, conns/delivery (new connections the receivers
-// accepted), and the rate. BenchmarkPlainSend is B0's sender: a plain Go
+// accepted), fetches/delivery, produces/delivery and fetched/delivery (the
+// records fetched: above 1 when a paused partition's buffered records were
+// dropped and fetched again), and the rate. BenchmarkPlainSend is B0's sender: a plain Go
 // loop of 256 goroutines posting the same signed bodies to the same
 // receivers; it also reports b0_us/delivery, the sender's CPU plus the
 // receivers' (the peer's), B0's whole cost per delivery.
@@ -201,8 +203,14 @@ func cpuNow() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// kafkaRequests counts the dispatcher's fetch and produce requests.
-type kafkaRequests struct{ fetches, produces atomic.Int64 }
+// kafkaRequests counts the dispatcher's fetch and produce requests, and
+// the records its fetches read (more than the deliveries when buffered
+// records of a paused partition are dropped and fetched again).
+type kafkaRequests struct{ fetches, produces, fetched atomic.Int64 }
+
+func (k *kafkaRequests) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	k.fetched.Add(int64(m.NumRecords))
+}
 
 func (k *kafkaRequests) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	switch {
@@ -218,9 +226,9 @@ func (k *kafkaRequests) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _,
 // reqs, when set, are the dispatcher's Kafka requests.
 func measure(b *testing.B, p *peer, reqs *kafkaRequests, run func()) (cpu time.Duration, before, after peerStats) {
 	before = p.stats(b)
-	var f0, p0 int64
+	var f0, p0, r0 int64
 	if reqs != nil {
-		f0, p0 = reqs.fetches.Load(), reqs.produces.Load()
+		f0, p0, r0 = reqs.fetches.Load(), reqs.produces.Load(), reqs.fetched.Load()
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -233,6 +241,7 @@ func measure(b *testing.B, p *peer, reqs *kafkaRequests, run func()) (cpu time.D
 	if reqs != nil {
 		b.ReportMetric(float64(reqs.fetches.Load()-f0)/n, "fetches/delivery")
 		b.ReportMetric(float64(reqs.produces.Load()-p0)/n, "produces/delivery")
+		b.ReportMetric(float64(reqs.fetched.Load()-r0)/n, "fetched/delivery")
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu_us/delivery")
 	b.ReportMetric(float64(after.Conns-before.Conns)/n, "conns/delivery")
