@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,29 +18,39 @@ import (
 )
 
 // The dispatcher's fetches ask the broker to wait for fetchMinBytes, at
-// most fetchMaxWait (fewer, larger fetches while records stream in); the
-// operator's kgo options still override both. Fails when the fetches are
-// answered at the first byte (MinBytes 1) or wait kgo's 500ms.
+// most fetchMaxWait (fewer, larger fetches while records stream in), and
+// for at most fetchMaxPartitionBytes of each partition (what a pause
+// drops); the operator's kgo options still override them. Fails when the
+// fetches are answered at the first byte (MinBytes 1), wait kgo's 500ms or
+// take kgo's 1 MiB of a partition.
 func TestFetchBatching(t *testing.T) {
 	s, err := retrytiers.ParseSchedule(retrytiers.DefaultSchedule)
 	require.NoError(t, err)
 	tcfg := topics.Config{Prefix: "webhooks", Partitions: 2, Schedule: s}
 	for _, tc := range []struct {
-		name              string
-		opts              []kgo.Opt
-		minBytes, maxWait int32
+		name                         string
+		opts                         []kgo.Opt
+		minBytes, maxWait, partBytes int32
 	}{
-		{"dispatcher's", nil, 64 << 10, 10},
-		{"operator's", []kgo.Opt{kgo.FetchMinBytes(1), kgo.FetchMaxWait(200 * time.Millisecond)}, 1, 200},
+		{"dispatcher's", nil, 64 << 10, 10, 64 << 10},
+		{"operator's", []kgo.Opt{kgo.FetchMinBytes(1), kgo.FetchMaxWait(200 * time.Millisecond),
+			kgo.FetchMaxPartitionBytes(1 << 20)}, 1, 200, 1 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := kafkatest.NewProvisioned(t, tcfg)
-			fetches := make(chan *kmsg.FetchRequest, 1)
+			// A copy of the request: kfake changes it while answering.
+			fetches := make(chan kmsg.FetchRequest, 1)
 			c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
 				c.KeepControl()
+				req := *r.(*kmsg.FetchRequest)
+				req.Topics = nil
+				for _, rt := range r.(*kmsg.FetchRequest).Topics {
+					rt.Partitions = slices.Clone(rt.Partitions)
+					req.Topics = append(req.Topics, rt)
+				}
 				select {
-				case fetches <- r.(*kmsg.FetchRequest):
+				case fetches <- req:
 				default:
 				}
 				return nil, nil, false // kfake answers it
@@ -61,6 +72,12 @@ func TestFetchBatching(t *testing.T) {
 			case req := <-fetches:
 				require.Equal(t, tc.minBytes, req.MinBytes, "MinBytes")
 				require.Equal(t, tc.maxWait, req.MaxWaitMillis, "MaxWaitMillis")
+				require.NotEmpty(t, req.Topics)
+				for _, rt := range req.Topics {
+					for _, rp := range rt.Partitions {
+						require.Equal(t, tc.partBytes, rp.PartitionMaxBytes, "PartitionMaxBytes")
+					}
+				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("no fetch within 30s")
 			}
