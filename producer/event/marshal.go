@@ -2,8 +2,9 @@ package event
 
 import "time"
 
-// marshalFast is Marshal's fast path, in one pass without reflection: it
-// writes what json.Marshal writes for the wire struct, byte for byte. It
+// marshalFast is Marshal's fast path, without reflection (data is read
+// twice: validated, then copied): it writes what json.Marshal writes for
+// the wire struct, byte for byte. It
 // declines (ok == false, and Marshal takes marshalGeneral) whenever a
 // string field needs escaping (anything but printable ASCII, or one of
 // " \ < > &) and whenever data is not valid JSON or nests deeper than
@@ -36,12 +37,9 @@ func marshalFast(e Envelope) (b []byte, ok bool) {
 	b = append(b, `","data":`...)
 	b = appendCompact(b, data)
 	if !e.Created.IsZero() {
+		// RFC 3339 needs no escaping, whatever the year.
 		b = append(b, `,"created":"`...)
-		start := len(b)
 		b = e.Created.UTC().AppendFormat(b, time.RFC3339Nano)
-		if !plainASCII(string(b[start:])) {
-			return nil, false // a year outside 0000..9999 is still ASCII; this is a guard
-		}
 		b = append(b, '"')
 	}
 	return append(b, '}'), true
