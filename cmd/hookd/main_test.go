@@ -3,7 +3,10 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -93,8 +96,9 @@ func TestRunServesThenStopsOnSIGTERMAndKeepsRecords(t *testing.T) {
 	env := []string{"DATABASE_URL=" + db.URL, "HOOKD_DATA_DIR=" + dataDir, "HOOKD_KAFKA_LISTEN=" + kafkaAddr, "HOOKD_LISTEN=" + httpAddr, "HOOKD_PARTITIONS=3",
 		"HOOKD_RELAY_SLOT=" + db.Name}
 
-	p := proctest.Start(t, hookd, env, "run", "--log-format", "json")
+	p := proctest.Start(t, hookd, append(env, "GOGC=50"), "run", "--log-format", "json")
 	p.WaitReady(httpAddr, 60*time.Second)
+	require.Equal(t, "50", gcPercent(t, httpAddr), "GOGC from the environment")
 
 	kcat, err := exec.LookPath("kcat")
 	require.NoError(t, err, "kcat is needed (make test installs it)")
@@ -116,6 +120,11 @@ func TestRunServesThenStopsOnSIGTERMAndKeepsRecords(t *testing.T) {
 
 	p2 := proctest.Start(t, hookd, env, "run")
 	p2.WaitReady(httpAddr, 60*time.Second)
+	want := "200" // hookd's default
+	if v, set := os.LookupEnv("GOGC"); set {
+		want = v
+	}
+	require.Equal(t, want, gcPercent(t, httpAddr), "the collector's target without GOGC")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumeTopics("webhooks.events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -133,4 +142,21 @@ func TestRunServesThenStopsOnSIGTERMAndKeepsRecords(t *testing.T) {
 	}
 	p2.Signal(syscall.SIGINT)
 	require.Equal(t, 0, p2.Wait(30*time.Second))
+}
+
+// gcPercent is the go_gc_gogc_percent a hookd serving at addr reports.
+func gcPercent(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no go_gc_gogc_percent in /metrics")
+	return ""
 }
