@@ -199,7 +199,7 @@ func (d *Dispatcher) shedLocked(now time.Time) {
 			continue
 		}
 		// Below half, where a full partition resumes fetching (doneLocked).
-		excess := ps.pending.len() - d.cfg.PartitionMaxHeld/2 + 1
+		excess := ps.pending.len() - d.resumeHeld() + 1
 		held := ps.pending.all()
 		for i := len(held) - 1; i >= 0 && excess > 0; i-- {
 			it := held[i]

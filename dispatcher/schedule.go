@@ -466,7 +466,7 @@ func (d *Dispatcher) doneLocked(it *item, done bool) {
 	}
 	it.rec, it.d = nil, nil
 	ps.running--
-	if ps.full && ps.pending.len() < d.cfg.PartitionMaxHeld/2 && !ps.revoked {
+	if ps.full && ps.pending.len() < d.resumeHeld() && !ps.revoked {
 		ps.full = false
 		d.pauses.set(ps.tp, pauseFull, false)
 	}
@@ -475,6 +475,12 @@ func (d *Dispatcher) doneLocked(it *item, done bool) {
 		ps.idle = nil
 	}
 }
+
+// resumeHeld is the count of held records under which a partition paused
+// for holding PartitionMaxHeld is resumed: half of it, and at least 1 (half
+// of 1 is 0 in integers: a partition of PartitionMaxHeld 1 was never
+// resumed, its first record delivered and none after it read).
+func (d *Dispatcher) resumeHeld() int { return max(d.cfg.PartitionMaxHeld/2, 1) }
 
 // dropQueuedLocked removes the queued, unstarted items of the partitions
 // matching drop from every endpoint queue. They stay unfinished: the next

@@ -173,3 +173,27 @@ func TestBreakerOpensAndMetricsHaveNoEndpointLabel(t *testing.T) {
 	}
 	require.Equal(t, float64(1), found["open"], "one open breaker")
 }
+
+// TestPartitionMaxHeldOfOneResumes: with PartitionMaxHeld 1 (the least
+// Config accepts), a partition is paused at every record it reads and must
+// be resumed once that record is finished. Half of 1 is 0 in integers, so
+// a partition resumed only below PartitionMaxHeld/2 was never resumed: its
+// first record was delivered and the ones behind it never read.
+func TestPartitionMaxHeldOfOneResumes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1})
+	rc := newReceiver(t, nil)
+	b.eps.set(dispatcher.Target{ID: "ep_1", URL: rc.srv.URL})
+	var ds []*delivery.Delivery
+	for i := range 5 {
+		ds = append(ds, newDelivery(fmt.Sprintf("evt_%d", i), "ep_1"))
+	}
+	b.produce(0, ds...)
+	b.start(dispatcher.Config{AllowPrivateNetworks: true, PartitionMaxHeld: 1, MaxPollRecords: 1}, runOpts{})
+	t.Cleanup(func() { t.Logf("delivered %d of %d", rc.distinct(), len(ds)) })
+	eventually(t, 20*time.Second, func() bool { return rc.distinct() == len(ds) }, "every record delivered")
+	eventually(t, 20*time.Second, func() bool {
+		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
+		return by[0] == int64(len(ds))
+	}, "committed to the end")
+}
