@@ -192,3 +192,30 @@ func TestGateHoldsUntilDueAndForgets(t *testing.T) {
 	default:
 	}
 }
+
+// TestGateHoldAgainAfterFiringRearms: when the timer has fired and the
+// owner holds the partition again at the same due time (its clock said
+// the head was not due yet: the wall clock stepped back), the gate arms
+// a timer again instead of keeping a hold that never fires.
+func TestGateHoldAgainAfterFiringRearms(t *testing.T) {
+	t.Parallel()
+	clk := fakeclock.New(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+	pz := &pauser{paused: map[string]map[int32]bool{}}
+	fired := make(chan kafkaconn.TopicPartition, 4)
+	g := retrytiers.NewGate(clk, pz, func(tp kafkaconn.TopicPartition) { fired <- tp })
+
+	tp := kafkaconn.TopicPartition{Topic: "webhooks.retry.30s", Partition: 1}
+	due := clk.Now().Add(30 * time.Second)
+	g.Hold(tp, due)
+	clk.Advance(30 * time.Second)
+	require.Equal(t, tp, <-fired)
+
+	g.Hold(tp, due) // the owner found it not due and holds it again
+	require.True(t, pz.isPaused(tp.Topic, 1))
+	select {
+	case got := <-fired:
+		require.Equal(t, tp, got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("holding again at the same due time after the timer fired armed nothing: the partition stays paused")
+	}
+}

@@ -32,6 +32,7 @@ type Gate struct {
 type hold struct {
 	due   time.Time
 	timer clock.Timer
+	fired bool // its timer has called onDue; guarded by Gate.mu
 }
 
 // NewGate returns a gate pausing with pauser and calling onDue (from a
@@ -40,13 +41,16 @@ func NewGate(clock clock.Clock, pauser Pauser, onDue func(kafkaconn.TopicPartiti
 	return &Gate{clock: clock, pauser: pauser, onDue: onDue, held: map[kafkaconn.TopicPartition]*hold{}}
 }
 
-// Hold pauses tp until due. Holding a held partition re-arms its timer.
+// Hold pauses tp until due. Holding a held partition re-arms its timer,
+// also for the same due time once the timer has fired: onDue's owner may
+// find the head not yet due (the wall clock stepped back while the timer
+// ran on the monotonic clock) and hold it again, and it must fire again.
 func (g *Gate) Hold(tp kafkaconn.TopicPartition, due time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old, was := g.held[tp]
 	if was {
-		if old.due.Equal(due) {
+		if old.due.Equal(due) && !old.fired {
 			return
 		}
 		old.timer.Stop()
@@ -59,6 +63,7 @@ func (g *Gate) Hold(tp kafkaconn.TopicPartition, due time.Time) {
 	h.timer = g.clock.AfterFunc(due.Sub(g.clock.Now()), func() {
 		g.mu.Lock()
 		current := g.held[tp] == h
+		h.fired = true
 		g.mu.Unlock()
 		if current {
 			g.onDue(tp)
