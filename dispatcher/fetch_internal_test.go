@@ -4,13 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/kafkatest"
 	"github.com/hookd/hookd/internal/topics"
@@ -39,22 +37,7 @@ func TestFetchBatching(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := kafkatest.NewProvisioned(t, tcfg)
-			// A copy of the request: kfake changes it while answering.
-			fetches := make(chan kmsg.FetchRequest, 1)
-			c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
-				c.KeepControl()
-				req := *r.(*kmsg.FetchRequest)
-				req.Topics = nil
-				for _, rt := range r.(*kmsg.FetchRequest).Topics {
-					rt.Partitions = slices.Clone(rt.Partitions)
-					req.Topics = append(req.Topics, rt)
-				}
-				select {
-				case fetches <- req:
-				default:
-				}
-				return nil, nil, false // kfake answers it
-			})
+			firstFetch := c.FirstFetch(t, 30*time.Second)
 			d, err := New(Config{Group: "g-fetch", Topics: tcfg}, Deps{
 				Endpoints: noEndpoints{},
 				Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -68,18 +51,14 @@ func TestFetchBatching(t *testing.T) {
 				cancel()
 				require.NoError(t, <-done)
 			}()
-			select {
-			case req := <-fetches:
-				require.Equal(t, tc.minBytes, req.MinBytes, "MinBytes")
-				require.Equal(t, tc.maxWait, req.MaxWaitMillis, "MaxWaitMillis")
-				require.NotEmpty(t, req.Topics)
-				for _, rt := range req.Topics {
-					for _, rp := range rt.Partitions {
-						require.Equal(t, tc.partBytes, rp.PartitionMaxBytes, "PartitionMaxBytes")
-					}
+			req := firstFetch()
+			require.Equal(t, tc.minBytes, req.MinBytes, "MinBytes")
+			require.Equal(t, tc.maxWait, req.MaxWaitMillis, "MaxWaitMillis")
+			require.NotEmpty(t, req.Topics)
+			for _, rt := range req.Topics {
+				for _, rp := range rt.Partitions {
+					require.Equal(t, tc.partBytes, rp.PartitionMaxBytes, "PartitionMaxBytes")
 				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("no fetch within 30s")
 			}
 		})
 	}

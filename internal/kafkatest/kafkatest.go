@@ -6,6 +6,7 @@ package kafkatest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,14 +62,21 @@ func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 
 // FirstFetch starts watching the fetch requests the cluster receives (kfake
 // answers them as usual); the function it returns waits for the first one
-// and returns it, or fails t after within.
+// and returns a copy of it (kfake changes the request while answering), or
+// fails t after within.
 func (c *Cluster) FirstFetch(t testing.TB, within time.Duration) func() *kmsg.FetchRequest {
 	t.Helper()
 	fetches := make(chan *kmsg.FetchRequest, 1)
 	c.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
+		req := *r.(*kmsg.FetchRequest)
+		req.Topics = nil
+		for _, rt := range r.(*kmsg.FetchRequest).Topics {
+			rt.Partitions = slices.Clone(rt.Partitions)
+			req.Topics = append(req.Topics, rt)
+		}
 		select {
-		case fetches <- r.(*kmsg.FetchRequest):
+		case fetches <- &req:
 		default:
 		}
 		return nil, nil, false // kfake answers it
