@@ -405,7 +405,14 @@ const healthResolution = `interval '1 second'`
 // left out before the upsert: ON CONFLICT locks the row it meets even when
 // its WHERE then updates nothing (a lock WAL record each), and most
 // endpoints of a batch are such (issue 15). The upsert's own WHERE still
-// decides, against a row another writer moved meanwhile.
+// decides, against a row another writer moved meanwhile. Only endpoints
+// whose failing_since the batch cannot move (successes only, at an
+// endpoint not failing) are left out: for the others, the row lock is what
+// makes the batch wait for another writer moving the same endpoint's
+// health (a success ending its failing), so that updateFailingSince and
+// disableFromBatch decide on what it committed, not on the endpoint as it
+// was before (which could set failing_since back and disable an endpoint
+// that has just answered 200).
 const upsertEndpointHealth = `INSERT INTO webhooks.endpoint_health AS h (endpoint_id, last_success_at, last_failure_at)
 SELECT n.endpoint_id, n.last_success_at, n.last_failure_at
 FROM (
@@ -418,6 +425,8 @@ FROM (
 ) n
 LEFT JOIN LATERAL (SELECT * FROM webhooks.endpoint_health o WHERE o.endpoint_id = n.endpoint_id ` + probe + `) o ON true
 WHERE o.endpoint_id IS NULL
+	OR n.last_failure_at IS NOT NULL
+	OR n.endpoint_id IN (SELECT id FROM webhooks.endpoints WHERE failing_since IS NOT NULL)
 	OR n.last_success_at > COALESCE(o.last_success_at, '-infinity'::timestamptz) + ` + healthResolution + `
 	OR n.last_failure_at > COALESCE(o.last_failure_at, '-infinity'::timestamptz) + ` + healthResolution + `
 ORDER BY n.endpoint_id

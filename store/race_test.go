@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/store"
 )
@@ -76,4 +77,67 @@ func waitForLockWait(t *testing.T, db *pgtest.DB) {
 		require.True(t, time.Now().Before(deadline), "no session of the database waits for a lock")
 		time.Sleep(10 * time.Millisecond) // polling pg_stat_activity
 	}
+}
+
+// TestWriteAttemptsWaitsForAnotherWritersHealth: a batch whose attempts can
+// move an endpoint's failing_since (a failure) waits for another writer
+// that is moving the same endpoint's health, and decides on what it
+// committed. Here the other writer (its statements done by hand, as
+// WriteAttempts does them for a 200: the success recorded, failing_since
+// cleared) has not committed yet while this batch writes a failure that
+// started just before the endpoint's recorded first failure (a late
+// record: within healthResolution of the recorded last failure, so the
+// health upsert has nothing to record for it). Deciding on the endpoint as
+// it was before the success would set failing_since back to the late
+// failure and, the run of failures being older than DisableAfter, disable
+// an endpoint that has just answered 200.
+func TestWriteAttemptsWaitsForAnotherWritersHealth(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	addEndpoint(t, db, "ep1")
+
+	first := rec("d1", "ep1", 1, attempt.OutcomeRetry, attempt.NextRetry)
+	first.StartedAt = t0.Add(10 * time.Minute)
+	write(t, db, t0.Add(11*time.Minute), first)
+	ep, err := db.Store.GetEndpoint(ctx, "ep1")
+	require.NoError(t, err)
+	require.True(t, ep.FailingSince.Equal(first.StartedAt), "failing since %s", ep.FailingSince)
+
+	success := t0.Add(20 * time.Minute)
+	other, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	defer other.Close(ctx)
+	otherTx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	_, err = otherTx.Exec(ctx, `UPDATE webhooks.endpoint_health SET last_success_at = $1 WHERE endpoint_id = 'ep1'`, success)
+	require.NoError(t, err)
+	_, err = otherTx.Exec(ctx, `UPDATE webhooks.endpoints SET failing_since = NULL, updated_at = now() WHERE id = 'ep1'`)
+	require.NoError(t, err)
+
+	late := rec("d2", "ep1", 1, attempt.OutcomeRetry, attempt.NextRetry)
+	late.StartedAt = first.StartedAt.Add(-500 * time.Millisecond)
+	type result struct {
+		res store.WriteAttemptsResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := db.Store.WriteAttempts(ctx, store.WriteAttemptsParams{
+			Records: []*attempt.Record{late}, Now: t0.Add(100 * time.Hour), DisableAfter: 72 * time.Hour,
+		})
+		done <- result{res, err}
+	}()
+	// The batch waits for the other writer's uncommitted endpoint health.
+	waitForLockWait(t, db)
+	require.NoError(t, otherTx.Commit(ctx))
+
+	r := <-done
+	require.NoError(t, r.err)
+	require.True(t, r.res.Inserted[late.AttemptID])
+	require.Empty(t, r.res.Disabled, "an endpoint that answered 200 after the failures is not disabled")
+	ep, err = db.Store.GetEndpoint(ctx, "ep1")
+	require.NoError(t, err)
+	require.Equal(t, endpoint.StatusActive, ep.Status)
+	require.True(t, ep.FailingSince.IsZero(), "the success ended the failing, a failure before it does not restart it: failing since %s", ep.FailingSince)
 }
