@@ -489,6 +489,10 @@ func (r *Relay) replicationConfig() *pgconn.Config {
 	cfg := r.st.Pool().Config().ConnConfig.Config.Copy()
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "hookd-relay"
+	// pgoutput sends columns in the session's text output; created_at is
+	// read in ISO form only, so a database or role with another DateStyle
+	// must not reach this session (every insert would fail to decode).
+	cfg.RuntimeParams["DateStyle"] = "ISO"
 	return cfg
 }
 
