@@ -333,13 +333,20 @@ var (
 
 // oneAttemptEach says whether no delivery has two records among recs
 // (deliverySource's oneEach); as an index into the rendered statements.
+// Delivery ids are compared as staged (cleanAttemptText): two ids that
+// differ only by what cleaning drops are one delivery in Postgres, and
+// rendered as one each they would insert its row twice.
 func oneAttemptEach(recs []*attempt.Record) int {
 	seen := make(map[string]struct{}, len(recs))
 	for _, r := range recs {
-		if _, dup := seen[r.DeliveryID]; dup {
+		if r == nil {
+			continue
+		}
+		id := cleanAttemptText(r.DeliveryID)
+		if _, dup := seen[id]; dup {
 			return 0
 		}
-		seen[r.DeliveryID] = struct{}{}
+		seen[id] = struct{}{}
 	}
 	return 1
 }

@@ -141,3 +141,28 @@ func TestWriteAttemptsWaitsForAnotherWritersHealth(t *testing.T) {
 	require.Equal(t, endpoint.StatusActive, ep.Status)
 	require.True(t, ep.FailingSince.IsZero(), "the success ended the failing, a failure before it does not restart it: failing since %s", ep.FailingSince)
 }
+
+// TestWriteAttemptsWritesDeliveryIDsThatCleanAlike: two attempts whose
+// delivery ids differ only by what staging cleans out (a NUL byte, invalid
+// UTF-8) are of one delivery once staged. The batch writes them as one
+// delivery with two attempts; it must not insert the row twice (a unique
+// violation of the batch's own making, which no retry can get past: the
+// writer would retry it forever and log nothing more).
+func TestWriteAttemptsWritesDeliveryIDsThatCleanAlike(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	addEndpoint(t, db, "ep1")
+
+	a := rec("dx", "ep1", 1, attempt.OutcomeRetry, attempt.NextRetry)
+	b := rec("dx\x00", "ep1", 2, attempt.OutcomeDelivered, attempt.NextDone)
+	c := rec("dy\xff", "ep1", 1, attempt.OutcomeRetry, attempt.NextRetry)
+	d := rec("dy\xfe", "ep1", 2, attempt.OutcomeDelivered, attempt.NextDone)
+	res := write(t, db, t0, a, b, c, d)
+	require.Len(t, res.Inserted, 4)
+	for _, id := range []string{"dx", "dy\uFFFD"} {
+		got := getDelivery(t, db, id)
+		require.Equal(t, "delivered", got.Status, id)
+		require.Equal(t, 2, got.Attempts, id)
+		require.Equal(t, 2, countAttempts(t, db, id), id)
+	}
+}
