@@ -235,8 +235,20 @@ func deliverySource(rowExists, oneEach bool) string {
 	if !rowExists {
 		exists = "NOT d_exists"
 	}
+	// Another account's dead letter (foreign_account) moves only its own
+	// account's row: with an attempt of the delivery's own account in the
+	// batch, the row is that account's (created by it, or found: a row of
+	// another account would have made the attempt foreign too), so the
+	// dead letter is left out; taken as the newest, it would have given its
+	// account, state and event to the row holding the other's attempt. With
+	// oneEach a delivery has no other attempt in the batch.
+	foreignDead := `next_action = 'dead_letter'`
+	if !oneEach {
+		foreignDead += ` AND NOT EXISTS (SELECT 1 FROM hookd_attempts_in o
+		WHERE o.delivery_id = i.delivery_id AND o.fresh AND o.foreign_account IS NULL)`
+	}
 	f := `WITH f AS (
-	SELECT * FROM hookd_attempts_in WHERE fresh AND (foreign_account IS NULL OR next_action = 'dead_letter') AND ` + exists + `
+	SELECT * FROM hookd_attempts_in i WHERE fresh AND (foreign_account IS NULL OR (` + foreignDead + `)) AND ` + exists + `
 ),
 `
 	// deferred and skipped records carry the number of an attempt not made

@@ -192,3 +192,43 @@ func TestWritePendingDeliveriesReportsMismatches(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
+
+// A's first attempt and B's account_mismatch dead letter under the same
+// delivery id in one batch (B's the newer): the delivery row is A's, moved
+// by A's attempt and holding it, whether the batch creates the row or finds
+// A's pending row; B's attempt is logged under B and moves nothing of A's.
+func TestWriteAttemptsKeepsAccountsApartInOneBatch(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	st := db.Store
+	ctx := context.Background()
+	require.NoError(t, createEndpoint(ctx, st, "ep_a", "acct_a"))
+	deliveryRowOf(t, db, "dlv_pending", "evt-dlv_pending", "ep_a", "acct_a", "pending")
+
+	var recs []*attempt.Record
+	for _, id := range []string{"dlv_new", "dlv_pending"} {
+		own := recOf(id, "ep_a", "acct_a", 1, attempt.OutcomeRetry, attempt.NextRetry)
+		forged := recOf(id, "ep_a", "acct_b", 2, attempt.OutcomeSkipped, attempt.NextDeadLetter)
+		forged.AttemptID, forged.DeadReason = "forged-"+id, "account_mismatch"
+		recs = append(recs, own, forged)
+	}
+	res := write(t, db, t0, recs...)
+	require.Len(t, res.Inserted, 4)
+	require.ElementsMatch(t, []string{"forged-dlv_new", "forged-dlv_pending"},
+		ids(res.Mismatched, func(m store.AccountMismatch) string { return m.AttemptID }))
+
+	for _, id := range []string{"dlv_new", "dlv_pending"} {
+		var account string
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT account FROM webhooks.deliveries WHERE id = $1`, id).Scan(&account))
+		require.Equal(t, "acct_a", account, "%s stays A's", id)
+		d := getDelivery(t, db, id)
+		require.Equal(t, "retrying", d.Status, "%s moved by A's attempt, not by B's dead letter", id)
+		require.Equal(t, 1, d.Attempts, id)
+		as, err := st.AttemptsOfDelivery(ctx, "acct_a", id, 0)
+		require.NoError(t, err)
+		require.Equal(t, []string{id + "-a1"}, ids(as, func(a store.Attempt) string { return a.AttemptID }), id)
+		as, err = st.AttemptsOfDelivery(ctx, "acct_b", id, 0)
+		require.NoError(t, err)
+		require.Equal(t, []string{"forged-" + id}, ids(as, func(a store.Attempt) string { return a.AttemptID }), id)
+	}
+}
