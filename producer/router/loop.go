@@ -213,11 +213,14 @@ func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
 }
 
 // close waits for the commit in flight and commits what is still owed,
-// within DrainTimeout of Run's context ending.
+// within DrainTimeout of Run's context ending. It commits only if every
+// polled record is acknowledged: after a batch was abandoned or failed,
+// the uncommitted offsets cover records never written, which must be read
+// again.
 func (l *loop) close(ctx context.Context) {
 	defer l.stopCommits()
 	err := l.settleCommit(ctx, true)
-	if err == nil && l.commitOwed {
+	if err == nil && l.commitOwed && l.r.acked.Load() {
 		err = l.commitOffsets(l.commitCtx)
 	}
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -98,4 +100,80 @@ func TestSlowOffsetCommitDoesNotHoldBackFanOut(t *testing.T) {
 	holding.Store(false)
 	let()
 	e.waitCommitted(t, 3)
+}
+
+// A batch that was polled but never acknowledged is not committed when Run
+// returns: evt_1's commit is held by the broker, so evt_2's offset is owed
+// to the next commit; evt_3's deliveries then fail permanently and Run
+// returns. The commit Run makes on its way out (after the held one is let
+// through) covers evt_1 and evt_2, never evt_3, which was not written: its
+// offset committed would lose it.
+func TestUnwrittenBatchIsNotCommittedOnReturn(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
+	wait.For(t, 10*time.Second, "the index to load the endpoint", func() bool {
+		_, ok := e.index.Endpoint("ep_a")
+		return ok
+	})
+	var (
+		holding  atomic.Bool
+		held     atomic.Int64
+		release  = make(chan struct{})
+		released sync.Once
+		failing  atomic.Bool
+		failed   atomic.Int64
+	)
+	let := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	holding.Store(true)
+	e.kafka.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.kafka.KeepControl()
+		if holding.Load() {
+			held.Add(1)
+			e.kafka.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	e.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.names.Deliveries, Err: kerr.TopicAuthorizationFailed, Count: -1,
+		When: func(kmsg.Request) bool {
+			if !failing.Load() {
+				return false
+			}
+			failed.Add(1)
+			return true
+		}})
+
+	r, err := router.New(router.Config{Topics: e.names, DrainTimeout: drainTimeout}, router.Deps{Endpoints: e.index,
+		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger, Registerer: e.reg})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	adm := kadm.NewClient(e.kafka.Client(t))
+
+	e.produce(t, `{"id":"evt_1","account":"acct_1","type":"invoice.paid"}`)
+	wait.For(t, 15*time.Second, "the first event's commit to be held", func() bool { return held.Load() >= 1 })
+	e.produce(t, `{"id":"evt_2","account":"acct_1","type":"invoice.paid"}`)
+	wait.For(t, 15*time.Second, "the second event fanned out while the first commit is held", func() bool {
+		return e.deliveriesOnTopic(t, adm) >= 2
+	})
+	failing.Store(true)
+	e.produce(t, `{"id":"evt_3","account":"acct_1","type":"invoice.paid"}`)
+	wait.For(t, 15*time.Second, "the third event's deliveries to fail", func() bool { return failed.Load() >= 1 })
+	holding.Store(false)
+	let()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return on a permanent error")
+	}
+
+	offs, err := adm.FetchOffsets(context.Background(), "hookd-router")
+	require.NoError(t, err)
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	require.LessOrEqual(t, sum, int64(2), "committed offsets cover the event whose deliveries were never written")
 }
