@@ -1,7 +1,8 @@
 package attemptlog
 
 import (
-	"sync"
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,8 +21,7 @@ type heldDelivery struct {
 	epoch     int32
 	// since is when the writer first held it.
 	since time.Time
-	// released is set once its row is written, or once it is dropped
-	// (its partition revoked).
+	// released is set once its row is written.
 	released bool
 	// older is a record of the same delivery id read before it.
 	older *heldDelivery
@@ -96,19 +96,26 @@ func (c *attemptsClock) at(now time.Time) (time.Time, bool) {
 	return at, lagging
 }
 
-// holdings are the delivery records held by Run's goroutine, and the
-// deliveries-topic partitions revoked from the writer meanwhile (recorded
-// by kgo's callbacks), whose held records are dropped: the partition's new
-// owner reads them again from the committed offset, which stops short of
-// them.
+// holdings are the delivery records held by Run's goroutine. Those of a
+// partition revoked from the writer (or lost) are held on and written like
+// the others, not dropped: the batch in hand when a partition is revoked
+// may hold records of it polled before the revocation, and a partition
+// assigned again is read again from the committed offset, so records
+// dropped at a revocation could be followed by later ones of the same
+// partition, and the commit would pass them. Held on, they keep every
+// commit of their partition short of them until their rows are written (a
+// record read twice, by two writers or by one, is written twice, which
+// changes nothing: a pending row is inserted only where none exists).
 //
 // A batch costs in proportion to its own records, not to the records held
 // (up to MaxHeld, 50,000; a pass over all of them per batch was 30% of the
 // writer's CPU while it caught up): a record is found by its delivery id
 // when its attempt is read, each partition's records are queued in offset
 // order, which is also the order they were read in (so the front of a
-// queue is its oldest on the wall clock and its committable offset), and
-// released records leave their queue when they reach its front. Only the
+// queue is its oldest on the wall clock and its committable offset) but
+// after a partition is read again from an earlier offset (a rebalance, an
+// offset reset), when the queue is sorted again, and released records
+// leave their queue when they reach its front. Only the
 // attempts clock, whose order is the events' and not the queues', needs a
 // pass over all of them, at most every lagScanEvery.
 type holdings struct {
@@ -128,20 +135,24 @@ type holdings struct {
 	// readTo is, per deliveries-topic partition, the offset after the last
 	// record read: what is committed once nothing before it is held.
 	readTo map[int32]kgo.EpochOffset
-
-	mu      sync.Mutex
-	revoked map[int32]bool
 }
 
 // heldQueue is one partition's held records in offset order; released
 // ones stay until they reach the front.
 type heldQueue struct {
 	q []*heldDelivery
+	// unsorted is set when a record was queued behind a higher offset
+	// (the partition read again from an earlier offset).
+	unsorted bool
 }
 
 // front drops the released records at the front and returns the first
-// record still held, or nil.
+// record still held (the lowest offset held), or nil.
 func (hq *heldQueue) front() *heldDelivery {
+	if hq.unsorted {
+		slices.SortStableFunc(hq.q, func(a, b *heldDelivery) int { return cmp.Compare(a.offset, b.offset) })
+		hq.unsorted = false
+	}
 	i := 0
 	for i < len(hq.q) && hq.q[i].released {
 		i++
@@ -176,6 +187,9 @@ func (h *holdings) hold(d *heldDelivery) {
 		hq = &heldQueue{}
 		h.parts[d.partition] = hq
 	}
+	if n := len(hq.q); n > 0 && d.offset < hq.q[n-1].offset {
+		hq.unsorted = true
+	}
 	hq.q = append(hq.q, d)
 	d.older = h.byID[d.pending.ID]
 	h.byID[d.pending.ID] = d
@@ -195,50 +209,6 @@ func (h *holdings) releaseID(id string, rows []store.PendingDelivery) []store.Pe
 	return rows
 }
 
-func (h *holdings) revoke(topic string, parts map[string][]int32) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, p := range parts[topic] {
-		if h.revoked == nil {
-			h.revoked = map[int32]bool{}
-		}
-		h.revoked[p] = true
-	}
-}
-
-// dropRevoked drops the held records of revoked partitions.
-func (h *holdings) dropRevoked() {
-	h.mu.Lock()
-	revoked := h.revoked
-	h.revoked = nil
-	h.mu.Unlock()
-	for p := range revoked {
-		delete(h.readTo, p)
-		hq := h.parts[p]
-		if hq == nil {
-			continue
-		}
-		delete(h.parts, p)
-		for _, d := range hq.q {
-			if !d.released {
-				d.released = true
-				h.count--
-				h.forgetIfDone(d.pending.ID)
-			}
-		}
-	}
-}
-
-// forgetIfDone removes id from byID once none of its records is held.
-func (h *holdings) forgetIfDone(id string) {
-	for d := h.byID[id]; d != nil; d = d.older {
-		if !d.released {
-			return
-		}
-	}
-	delete(h.byID, id)
-}
-
 // release returns the held records whose row is written now, with their
 // attempt (attempted) or as pending; the others are held on. A record is
 // written pending once the attempts read are of events created Hold after
@@ -256,7 +226,9 @@ func (h *holdings) release(cfg Config, attempted map[string]bool, now time.Time)
 	if !lagging || cfg.Hold < 0 {
 		wallHold = min(cfg.Hold, cfg.MaxHold)
 	}
-	// The front of each queue is its oldest on the wall clock.
+	// The front of each queue is its oldest on the wall clock (but after a
+	// partition is read again: then its older records wait at most for
+	// the ones before them).
 	for _, hq := range h.parts {
 		for d := hq.front(); d != nil && now.Sub(d.since) >= wallHold; d = hq.front() {
 			rows = h.releaseID(d.pending.ID, rows)

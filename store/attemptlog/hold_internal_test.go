@@ -49,7 +49,7 @@ func TestAttemptsClock(t *testing.T) {
 // same delivery id), by Hold on the wall clock while the writer keeps up,
 // by Hold on the attempts clock while it lags, and by MaxHold in any case;
 // the committable offset of a partition stops at its first record held,
-// and a revoked partition's records are dropped without being written.
+// also after the partition is read again from an earlier offset.
 func TestHoldingsRelease(t *testing.T) {
 	cfg := Config{Hold: 5 * time.Second, MaxHold: time.Minute}
 	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -97,12 +97,16 @@ func TestHoldingsRelease(t *testing.T) {
 		Records: []*kgo.Record{{Offset: 2}}}}, t0.Add(66*time.Second))
 	require.Equal(t, []string{"d"}, ids(h.release(cfg, nil, t0.Add(66*time.Second))))
 
-	h.revoke("deliveries", map[string][]int32{"deliveries": {2}})
-	h.dropRevoked()
+	// Partition 0 read again from an earlier offset (assigned again after a
+	// rebalance) behind a record still held: the commit stops at the
+	// lowest offset held, not at the first record queued.
+	add("f", 0, 13, t0.Add(67*time.Second), t0.Add(67*time.Second))
+	add("b", 0, 11, t0.Add(67*time.Second), t0)
+	require.Equal(t, map[int32]kgo.EpochOffset{0: {Offset: 11}, 1: {Offset: 7}, 2: {Offset: 0}}, h.commitable())
+	require.Equal(t, []string{"b", "e", "f"}, ids(h.release(cfg, map[string]bool{"b": true, "e": true, "f": true}, t0.Add(67*time.Second))))
 	require.Equal(t, 0, h.count)
 	require.Empty(t, h.byID)
-	require.Empty(t, h.release(cfg, map[string]bool{"e": true}, t0.Add(67*time.Second)), "a dropped record is not written")
-	require.Equal(t, map[int32]kgo.EpochOffset{0: {Offset: 13}, 1: {Offset: 7}}, h.commitable())
+	require.Equal(t, map[int32]kgo.EpochOffset{0: {Offset: 14}, 1: {Offset: 7}, 2: {Offset: 1}}, h.commitable())
 }
 
 // BenchmarkHoldingsRelease is one batch of 100 attempts against 50,000

@@ -289,12 +289,6 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 		}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-			w.hold.revoke(w.cfg.DeliveriesTopic, parts)
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-			w.hold.revoke(w.cfg.DeliveriesTopic, parts)
-		}),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -411,7 +405,6 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 	// Deps.Clock (the clock of endpoint-health decisions).
 	now := time.Now()
 	oldest := w.deps.Clock.Now()
-	w.hold.dropRevoked()
 	decoded := w.decode(ctx, recs, now)
 	for _, kr := range recs {
 		oldest = minTime(oldest, kr.Timestamp)
