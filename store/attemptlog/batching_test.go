@@ -133,6 +133,26 @@ func TestWriterWritesHeldDeliveriesPendingAfterHoldAndPacesAtMaxHeld(t *testing.
 	eventually(t, 20*time.Second, "the offsets committed at the end", func() bool { return b.committedAtEnd(t) })
 }
 
+// At MaxHeld 1 (the least Config accepts) the deliveries topic is paused at
+// every record held, and must be resumed once none is: half of 1 is 0 in
+// integers, so a writer that resumed below MaxHeld/2 never read a delivery
+// record after its first pause (the second record's row never came).
+func TestWriterResumesDeliveriesAtMaxHeldOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWriter(t, attemptlog.Config{BatchWait: 20 * time.Millisecond, Hold: 100 * time.Millisecond, MaxHeld: 1}, b.reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 3 {
+		d, _ := firstAttempt(fmt.Sprintf("m-d%d", i), fmt.Sprintf("evt-m-%d", i))
+		require.NoError(t, b.producer.ProduceSync(ctx, d.Record(b.names.Deliveries)).FirstErr())
+		eventually(t, 20*time.Second, "the delivery pending in the log", func() bool {
+			return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'pending'`) == i+1
+		})
+	}
+	eventually(t, 20*time.Second, "the offsets committed at the end", func() bool { return b.committedAtEnd(t) })
+}
+
 // firstAttempt is a delivery to ep1 and its first attempt, delivered.
 func firstAttempt(id, eventID string) (delivery.Delivery, *attempt.Record) {
 	d := delivery.Delivery{ID: id, EventID: eventID, EventType: "invoice.paid", EndpointID: "ep1", Account: "acct_1",

@@ -249,13 +249,14 @@ func (h *holdings) release(cfg Config, attempted map[string]bool, now time.Time)
 
 // pace pauses the deliveries topic while MaxHeld records are held (the
 // attempts topic is behind: its records are what releases them) and
-// resumes it once half of them are released.
+// resumes it once half of them are released (all of them at MaxHeld 1,
+// whose half is 0 in integers: the topic was never resumed).
 func (h *holdings) pace(cl *kgo.Client, cfg Config) {
 	switch {
 	case !h.paused && h.count >= cfg.MaxHeld:
 		cl.PauseFetchTopics(cfg.DeliveriesTopic)
 		h.paused = true
-	case h.paused && h.count < cfg.MaxHeld/2:
+	case h.paused && h.count < max(cfg.MaxHeld/2, 1):
 		cl.ResumeFetchTopics(cfg.DeliveriesTopic)
 		h.paused = false
 	}
