@@ -138,9 +138,13 @@ type holdings struct {
 }
 
 // heldQueue is one partition's held records in offset order; released
-// ones stay until they reach the front.
+// ones stay until they reach the front, or until they are most of the
+// queue (behind a record held long, up to MaxHold), when the queue is
+// compacted: it keeps at most twice its records held (plus a few).
 type heldQueue struct {
 	q []*heldDelivery
+	// held is how many records of q are not released.
+	held int
 	// unsorted is set when a record was queued behind a higher offset
 	// (the partition read again from an earlier offset).
 	unsorted bool
@@ -187,10 +191,21 @@ func (h *holdings) hold(d *heldDelivery) {
 		hq = &heldQueue{}
 		h.parts[d.partition] = hq
 	}
+	if n := len(hq.q); n >= 64 && n > 2*hq.held {
+		kept := hq.q[:0]
+		for _, k := range hq.q {
+			if !k.released {
+				kept = append(kept, k)
+			}
+		}
+		clear(hq.q[len(kept):])
+		hq.q = kept
+	}
 	if n := len(hq.q); n > 0 && d.offset < hq.q[n-1].offset {
 		hq.unsorted = true
 	}
 	hq.q = append(hq.q, d)
+	hq.held++
 	d.older = h.byID[d.pending.ID]
 	h.byID[d.pending.ID] = d
 	h.count++
@@ -202,6 +217,7 @@ func (h *holdings) releaseID(id string, rows []store.PendingDelivery) []store.Pe
 		if !d.released {
 			d.released = true
 			h.count--
+			h.parts[d.partition].held-- // its queue: a queue goes only once none of its records is held
 			rows = append(rows, d.pending)
 		}
 	}

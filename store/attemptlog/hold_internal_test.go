@@ -109,6 +109,37 @@ func TestHoldingsRelease(t *testing.T) {
 	require.Equal(t, map[int32]kgo.EpochOffset{0: {Offset: 14}, 1: {Offset: 7}, 2: {Offset: 1}}, h.commitable())
 }
 
+// Records released behind one held long (a delivery whose attempt does not
+// come, held up to MaxHold) do not pile up in its partition's queue: the
+// records kept stay in proportion to the records held (which MaxHeld
+// bounds), however many are read and released meanwhile.
+func TestHoldingsKeepNoPileOfReleasedRecords(t *testing.T) {
+	cfg := Config{Hold: 5 * time.Second, MaxHold: time.Minute}
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	var h holdings
+	add := func(id string, off int64) {
+		h.read(&kgo.Record{Partition: 0, Offset: off})
+		h.hold(&heldDelivery{pending: store.PendingDelivery{ID: id, EventCreated: now}, partition: 0, offset: off, since: now})
+	}
+	add("slow", 0)
+	for i := range 100_000 {
+		id := fmt.Sprintf("dlv_%d", i)
+		add(id, int64(i+1))
+		require.Len(t, h.release(cfg, map[string]bool{id: true}, now), 1)
+	}
+	require.Equal(t, 1, h.count)
+	require.LessOrEqual(t, len(h.parts[0].q), 1000, "released records kept in the queue")
+	require.Equal(t, map[int32]kgo.EpochOffset{0: {Offset: 0}}, h.commitable())
+	require.Equal(t, []string{"slow"}, func() []string {
+		var out []string
+		for _, r := range h.release(cfg, map[string]bool{"slow": true}, now) {
+			out = append(out, r.ID)
+		}
+		return out
+	}())
+	require.Equal(t, map[int32]kgo.EpochOffset{0: {Offset: 100_001}}, h.commitable())
+}
+
 // BenchmarkHoldingsRelease is one batch of 100 attempts against 50,000
 // held records (MaxHeld): its cost must not grow with the records held.
 func BenchmarkHoldingsRelease(b *testing.B) {
