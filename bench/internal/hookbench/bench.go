@@ -667,9 +667,13 @@ type satRun struct {
 }
 
 // saturation offers OfferedRate for Saturation and measures the delivery
-// rate, each process's CPU and what Postgres wrote, up to the moment hookd
-// is idle again (the attempt-log writer catches up after the last
-// delivery: its work counts).
+// rate, each hookd process's CPU up to the moment the delivery log shows
+// every delivery (the attempt-log writer's catch-up counts), and what
+// Postgres wrote and spent up to the moment hookd and Postgres are idle
+// again (its autovacuum counts). hookd's CPU is not taken after the wait
+// for idle: an idle stack still uses some CPU (the dispatcher's fetches
+// wait at most 10ms), and on a slow host it stays above waitIdle's
+// threshold, which added up to 3 minutes of idle CPU to the phase.
 func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun, error) {
 	pgBefore, pgErr := pgStats(ctx, s.dbURL)
 	logged, err := s.loggedDelivered(ctx)
@@ -688,8 +692,8 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 	if m.logLag, err = b.waitLogged(ctx, s, logged+len(ok), metricBefore, len(ok)); err != nil {
 		return nil, err
 	}
-	b.waitIdle(ctx, s)
 	after := b.procStats(s)
+	b.waitIdle(ctx, s)
 	pgCPUAfter := b.pgCPU.Read()
 	if pgErr == nil {
 		var pgAfter pgSnapshot
