@@ -169,3 +169,19 @@ func BenchmarkHoldingsRelease(b *testing.B) {
 		h.commitable()
 	}
 }
+
+// While records are held, a poll waits BatchWait for more, at least 10ms:
+// a negative BatchWait (no gathering) gave polls that returned at once,
+// and the writer polled in a busy loop for as long as it held a record.
+func TestHoldingPollWaitHasAFloor(t *testing.T) {
+	for _, tc := range []struct{ batchWait, want time.Duration }{
+		{-1, 10 * time.Millisecond},
+		{time.Millisecond, 10 * time.Millisecond},
+		{250 * time.Millisecond, 250 * time.Millisecond},
+	} {
+		w := &Writer{cfg: Config{BatchWait: tc.batchWait}}
+		if got := w.holdingPollWait(); got != tc.want {
+			t.Errorf("BatchWait %s: a holding poll waits %s, want %s", tc.batchWait, got, tc.want)
+		}
+	}
+}

@@ -338,9 +338,17 @@ func (w *Writer) poll(ctx context.Context, cl *kgo.Client, holding bool) kgo.Fet
 	if !holding {
 		return cl.PollRecords(ctx, w.cfg.MaxBatch)
 	}
-	pctx, cancel := context.WithTimeout(ctx, w.cfg.BatchWait)
+	pctx, cancel := context.WithTimeout(ctx, w.holdingPollWait())
 	defer cancel()
 	return cl.PollRecords(pctx, w.cfg.MaxBatch)
+}
+
+// holdingPollWait is how long a poll waits for records while delivery
+// records are held (their release is checked after each poll): BatchWait,
+// at least 10ms, so that a negative BatchWait (no gathering) does not make
+// the writer poll in a busy loop while it holds records.
+func (w *Writer) holdingPollWait() time.Duration {
+	return max(w.cfg.BatchWait, 10*time.Millisecond)
 }
 
 // records returns the records of one poll, reporting its errors to kh.
