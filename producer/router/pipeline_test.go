@@ -69,23 +69,7 @@ func TestSlowOffsetCommitDoesNotHoldBackFanOut(t *testing.T) {
 		_, ok := e.index.Endpoint("ep_a")
 		return ok
 	})
-	var (
-		holding  atomic.Bool
-		held     atomic.Int64
-		release  = make(chan struct{})
-		released sync.Once
-	)
-	let := func() { released.Do(func() { close(release) }) }
-	t.Cleanup(let)
-	holding.Store(true)
-	e.kafka.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
-		e.kafka.KeepControl()
-		if holding.Load() {
-			held.Add(1)
-			e.kafka.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held, let := e.holdCommits(t)
 	e.startRouter(t)
 	adm := kadm.NewClient(e.kafka.Client(t))
 
@@ -97,7 +81,6 @@ func TestSlowOffsetCommitDoesNotHoldBackFanOut(t *testing.T) {
 			return e.deliveriesOnTopic(t, adm) >= int64(i)
 		})
 	}
-	holding.Store(false)
 	let()
 	e.waitCommitted(t, 3)
 }
@@ -116,25 +99,11 @@ func TestUnwrittenBatchIsNotCommittedOnReturn(t *testing.T) {
 		_, ok := e.index.Endpoint("ep_a")
 		return ok
 	})
+	held, let := e.holdCommits(t)
 	var (
-		holding  atomic.Bool
-		held     atomic.Int64
-		release  = make(chan struct{})
-		released sync.Once
-		failing  atomic.Bool
-		failed   atomic.Int64
+		failing atomic.Bool
+		failed  atomic.Int64
 	)
-	let := func() { released.Do(func() { close(release) }) }
-	t.Cleanup(let)
-	holding.Store(true)
-	e.kafka.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
-		e.kafka.KeepControl()
-		if holding.Load() {
-			held.Add(1)
-			e.kafka.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
 	e.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.names.Deliveries, Err: kerr.TopicAuthorizationFailed, Count: -1,
 		When: func(kmsg.Request) bool {
 			if !failing.Load() {
@@ -162,7 +131,6 @@ func TestUnwrittenBatchIsNotCommittedOnReturn(t *testing.T) {
 	failing.Store(true)
 	e.produce(t, `{"id":"evt_3","account":"acct_1","type":"invoice.paid"}`)
 	wait.For(t, 15*time.Second, "the third event's deliveries to fail", func() bool { return failed.Load() >= 1 })
-	holding.Store(false)
 	let()
 	select {
 	case err := <-done:
@@ -176,4 +144,27 @@ func TestUnwrittenBatchIsNotCommittedOnReturn(t *testing.T) {
 	var sum int64
 	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
 	require.LessOrEqual(t, sum, int64(2), "committed offsets cover the event whose deliveries were never written")
+}
+
+// holdCommits makes the broker hold every offset commit until let is
+// called (also when t ends); held counts the commits held so far. Once
+// let, commits pass through.
+func (e *env) holdCommits(t *testing.T) (held *atomic.Int64, let func()) {
+	t.Helper()
+	held = &atomic.Int64{}
+	release := make(chan struct{})
+	var once sync.Once
+	let = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	e.kafka.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.kafka.KeepControl()
+		select {
+		case <-release:
+		default:
+			held.Add(1)
+			e.kafka.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	return held, let
 }
