@@ -447,7 +447,6 @@ WHERE o.endpoint_id IS NULL
 	OR n.last_failure_at IS NOT NULL
 	OR n.endpoint_id IN (SELECT id FROM webhooks.endpoints WHERE failing_since IS NOT NULL)
 	OR n.last_success_at > COALESCE(o.last_success_at, '-infinity'::timestamptz) + ` + healthResolution + `
-	OR n.last_failure_at > COALESCE(o.last_failure_at, '-infinity'::timestamptz) + ` + healthResolution + `
 ORDER BY n.endpoint_id
 ON CONFLICT (endpoint_id) DO UPDATE SET
 	last_success_at = GREATEST(h.last_success_at, EXCLUDED.last_success_at),
