@@ -289,6 +289,7 @@ type Deps struct {
 	// KafkaOpts are passed to the Kafka client before the dispatcher's own
 	// options (seed brokers, TLS, SASL, logging, client metrics, tuning).
 	// The dispatcher sets the consumer group, topics, balancer, commit mode,
-	// rebalance callbacks and partitioner itself.
+	// rebalance callbacks, partitioner and producer linger (50ms: nothing
+	// it produces is on a delivery's path) itself.
 	KafkaOpts []kgo.Opt
 }

@@ -180,7 +180,21 @@ func (p partitioner) ForTopic(t string) kgo.TopicPartitioner {
 // records fetched per delivery with 1 MiB, 1.52 with 64 KiB, the least
 // its producer's 80 KiB batches allow; fetch processing 8.2% -> 5.9% of
 // its CPU).
+//
+// Produce batching: everything the dispatcher produces (attempt records,
+// retry-tier and dead-letter records) waits up to produceLinger for more
+// records of its partition. None of it is on a delivery's path: the
+// request has been sent, an attempt record only feeds the delivery log and
+// a retry is due 30s later at the earliest. Its offset is committed once
+// the record is acknowledged, so a crash re-sends at most produceLinger's
+// worth more. kafkaconn's 5ms made batches of 11 attempt records at 11,000
+// deliveries/s on 6 partitions; 50ms makes them 73, which takes 6 times
+// fewer batches for the broker to write and the attempt-log writer to
+// read (hookbench: broker CPU per delivery 0.15 -> 0.13 of B0's cost,
+// dispatcher 0.41 -> 0.38).
 const (
+	produceLinger = 50 * time.Millisecond
+
 	fetchMinBytes          = 64 << 10
 	fetchMaxWait           = 10 * time.Millisecond
 	fetchMaxPartitionBytes = 64 << 10
@@ -206,6 +220,7 @@ func (d *Dispatcher) clientOpts() []kgo.Opt {
 	}
 	opts = append(opts, d.kopts...)
 	return append(opts,
+		kgo.ProducerLinger(produceLinger),
 		kgo.ConsumerGroup(d.cfg.Group),
 		kgo.SessionTimeout(d.cfg.SessionTimeout),
 		kgo.ConsumeTopics(append([]string{d.names.Deliveries}, d.names.Retry...)...),
