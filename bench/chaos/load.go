@@ -50,21 +50,27 @@ type Ledger struct {
 	mu      sync.Mutex
 	events  map[string]*EventInfo
 	invalid map[string]bool // values of invalid envelopes produced and acknowledged
+	// byState counts events by state, kept as they change: Counts is read
+	// every second while the generator runs, and iterating every event
+	// under mu held up the generator.
+	byState map[EventState]int
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{events: map[string]*EventInfo{}, invalid: map[string]bool{}}
+	return &Ledger{events: map[string]*EventInfo{}, invalid: map[string]bool{}, byState: map[EventState]int{}}
 }
 
 func (l *Ledger) set(id string, info EventInfo) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.byState[info.State]++
 	e := l.events[id]
 	if e == nil {
 		l.events[id] = &info
 		return
 	}
+	l.byState[e.State]--
 	*e = info
 }
 
@@ -95,14 +101,14 @@ func (l *Ledger) Invalid() map[string]bool {
 func (l *Ledger) Counts() (committed, rolledBack, uncertain int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, e := range l.events {
-		switch e.State {
+	for st, n := range l.byState {
+		switch st {
 		case StateCommitted:
-			committed++
+			committed += n
 		case StateRolledBack:
-			rolledBack++
+			rolledBack += n
 		default:
-			uncertain++
+			uncertain += n
 		}
 	}
 	return

@@ -36,3 +36,16 @@ func TestSettleIngressMatchesResultsByRecord(t *testing.T) {
 		t.Errorf("the acknowledged invalid envelope is not in the ledger")
 	}
 }
+
+// Counts follows each event's latest state: an event first uncertain, then
+// committed, counts once, as committed.
+func TestLedgerCountsFollowStateChanges(t *testing.T) {
+	l := NewLedger()
+	l.set("e0", EventInfo{State: StateUncertain})
+	l.set("e1", EventInfo{State: StateRolledBack})
+	l.set("e2", EventInfo{State: StateUncertain})
+	l.set("e0", EventInfo{State: StateCommitted})
+	if c, r, u := l.Counts(); c != 1 || r != 1 || u != 1 {
+		t.Fatalf("Counts() = %d committed, %d rolled back, %d uncertain; want 1, 1, 1", c, r, u)
+	}
+}

@@ -171,6 +171,14 @@ func (r *Receiver) FirstOK() map[[2]string]time.Time {
 	return out
 }
 
+// OKCount returns how many (endpoint, id) pairs have had a 2xx: the size
+// of FirstOK, without copying it.
+func (r *Receiver) OKCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.firstOK)
+}
+
 // Reset forgets every recorded request (between benchmark phases).
 func (r *Receiver) Reset() {
 	r.mu.Lock()

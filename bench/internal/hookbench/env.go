@@ -318,6 +318,17 @@ func (s *stack) firstOK() map[[2]string]time.Time {
 	return out
 }
 
+// okCount is how many (endpoint, webhook-id) pairs the receivers answered
+// 2xx, the previous phase's stragglers included: the size of firstOK
+// without building it.
+func (s *stack) okCount() int {
+	n := 0
+	for _, rc := range s.receivers {
+		n += rc.OKCount()
+	}
+	return n
+}
+
 func (s *stack) resetReceivers() {
 	for _, rc := range s.receivers {
 		rc.Reset()
