@@ -27,7 +27,7 @@ func main() {
 	flag.IntVar(&cfg.Receivers, "receivers", 4, "receiver servers on 127.0.0.1")
 	flag.DurationVar(&cfg.Latency, "latency", 5*time.Millisecond, "receivers' answer time")
 	flag.Float64Var(&cfg.FailRate, "fail-rate", 0, "share of webhook-ids answered 503 on their first attempt")
-	flag.Float64Var(&cfg.OfferedRate, "offered-rate", 12000, "events/s offered in the saturation phase (must exceed capacity)")
+	flag.Float64Var(&cfg.OfferedRate, "offered-rate", 15000, "events/s offered in the saturation phase (must exceed capacity)")
 	flag.DurationVar(&cfg.Saturation, "saturation", 30*time.Second, "length of the saturation load")
 	flag.DurationVar(&cfg.Phase, "phase", 20*time.Second, "length of each latency, isolation and baseline phase")
 	flag.IntVar(&cfg.Dispatchers, "dispatchers", 1, "hookd dispatch processes")

@@ -58,7 +58,7 @@ type Config struct {
 	// attempt. Defaults to 0.
 	FailRate float64
 	// OfferedRate is the open-loop event rate of the saturation phase; it
-	// must exceed what the pipeline can do. Defaults to 12000.
+	// must exceed what the pipeline can do. Defaults to 15000.
 	OfferedRate float64
 	// Saturation is how long the saturation load is offered. Defaults to 30s.
 	Saturation time.Duration
@@ -117,7 +117,7 @@ func (c *Config) setDefaults() {
 		c.Latency = 5 * time.Millisecond
 	}
 	if c.OfferedRate == 0 {
-		c.OfferedRate = 12000
+		c.OfferedRate = 15000
 	}
 	if c.Saturation == 0 {
 		c.Saturation = 30 * time.Second
