@@ -18,9 +18,11 @@ import (
 // produced (nothing waits for them on a delivery's path), so a steady
 // stream of deliveries makes few, large batches for the broker to write
 // and the attempt-log writer to read, whatever linger the shared Kafka
-// options ask for (the harness asks for none). Fails with kafkaconn's 5ms
-// or the harness's 0: about 3 records per batch at this pace, where the
-// dispatcher's 50ms makes 20 or more.
+// options ask for (the harness asks for none). The bound is relative to
+// the stream's duration, so a slow machine does not fail it: one batch of
+// the partition per 25ms at most, where the dispatcher's 50ms linger makes
+// one per 50ms. Fails with the harness's linger 0 (a batch per record: 250
+// in about a second) or kafkaconn's 5ms.
 func TestAttemptRecordsAreBatched(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{partitions: 1})
@@ -38,6 +40,7 @@ func TestAttemptRecordsAreBatched(t *testing.T) {
 	// From here on only the dispatcher produces: its attempt records.
 	var mu sync.Mutex
 	var batches, records int
+	var first, last time.Time
 	b.cluster.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		b.cluster.KeepControl()
 		for _, rt := range r.(*kmsg.ProduceRequest).Topics {
@@ -45,6 +48,10 @@ func TestAttemptRecordsAreBatched(t *testing.T) {
 				var rb kmsg.RecordBatch
 				if err := rb.ReadFrom(rp.Records); err == nil {
 					mu.Lock()
+					if batches == 0 {
+						first = time.Now()
+					}
+					last = time.Now()
 					batches++
 					records += int(rb.NumRecords)
 					mu.Unlock()
@@ -61,7 +68,8 @@ func TestAttemptRecordsAreBatched(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, n, records, "one attempt record per delivery was produced")
-	t.Logf("%d attempt records in %d batches", records, batches)
-	require.GreaterOrEqual(t, records, 10*batches, "attempt records are produced in batches of 10 or more on average")
+	require.GreaterOrEqual(t, records, n, "an attempt record per delivery was produced (a retried produce counts twice)")
+	span := last.Sub(first)
+	t.Logf("%d attempt records in %d batches over %s", records, batches, span)
+	require.LessOrEqual(t, batches, int(span/(25*time.Millisecond))+2, "at most a batch per 25ms")
 }

@@ -241,6 +241,11 @@ type session struct {
 // receiveLoop applies the stream's messages until ctx ends (it returns
 // nil) or something fails (it returns why). It does not drain.
 func (s *session) receiveLoop(ctx context.Context) error {
+	// ctx ending cuts the read in progress short: its deadline moves to
+	// now, so a shutdown does not wait for the next status update (up to
+	// StatusInterval, 30s at most).
+	stop := context.AfterFunc(ctx, func() { _ = s.conn.Conn().SetReadDeadline(time.Now()) })
+	defer stop()
 	for ctx.Err() == nil {
 		if err := s.tr.failed(); err != nil {
 			return fmt.Errorf("producing to %s: %w", s.r.cfg.EventsTopic, err)
@@ -262,7 +267,7 @@ func (s *session) receiveLoop(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := s.receive(); err != nil {
+		if err := s.receive(ctx); err != nil {
 			return err
 		}
 	}
@@ -294,8 +299,10 @@ func (s *session) watchKafka(ctx context.Context, now time.Time) {
 // applies it. The wait is a read deadline on the connection, set only when
 // nextStatus moves (a context per message cost a timer and a context
 // watcher each), and no cancellation: cancelling ReceiveMessage would close
-// the connection before the drain's final status update.
-func (s *session) receive() error {
+// the connection before the drain's final status update. ctx ending moves
+// the deadline to now (receiveLoop); checked after setting it, so that a
+// deadline set here never undoes that.
+func (s *session) receive(ctx context.Context) error {
 	if s.nextStatus.IsZero() {
 		return nil // a status update is due first
 	}
@@ -304,6 +311,9 @@ func (s *session) receive() error {
 			return fmt.Errorf("replication stream: %w", err)
 		}
 		s.readDeadline = s.nextStatus
+	}
+	if ctx.Err() != nil {
+		return nil
 	}
 	msg, err := s.conn.ReceiveMessage(context.Background())
 	if err != nil {
