@@ -33,9 +33,7 @@ func TestHeldQueueWatermarkIsFirstUnfinished(t *testing.T) {
 	var open []*item // unfinished, any order
 	next := 0
 	for round := range 2000 {
-		for _, it := range pushHeld(ps, next, rng.IntN(8)) {
-			open = append(open, it)
-		}
+		open = append(open, pushHeld(ps, next, rng.IntN(8))...)
 		next = int(ps.lastSeen) + 1
 		for range rng.IntN(8) {
 			if len(open) == 0 {

@@ -760,14 +760,6 @@ func validDigest(s string) bool {
 	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
-func nullStatusCode(n int) *int32 {
-	if n == 0 {
-		return nil
-	}
-	v := int32(min(max(n, math.MinInt32), math.MaxInt32))
-	return &v
-}
-
 func txStrings(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]string, error) {
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
