@@ -73,16 +73,46 @@ func ticks(f []string, idx ...int) time.Duration {
 	return time.Duration(n) * time.Second / clockTicks
 }
 
+// consistentReads bounds serverCPU's attempts at a reading during which no
+// backend was reaped; consistentPause separates them.
+const (
+	consistentReads = 50
+	consistentPause = 10 * time.Millisecond
+)
+
 // serverCPU is the Postgres server's CPU time so far: the postmaster's own,
 // that of its children that have exited (cutime and cstime: backends of
 // closed connections) and that of the live ones; walSender is the part of
 // the live WAL senders (the relay's logical decoding).
+//
+// A backend reaped while its siblings are read is in neither part if the
+// postmaster was read first (or in both if last): when a client closes
+// many connections at once, that lost most of its CPU (a River run read 10
+// µs per delivery instead of ~90). So the postmaster is read before and
+// after the backends, and the reading is kept only if no child was reaped
+// in between (its children's times did not move); else it is taken again.
 func serverCPU(postmaster int) (total, walSender time.Duration, err error) {
-	f, err := statFields(postmaster)
-	if err != nil {
-		return 0, 0, err
+	for range consistentReads {
+		before, err := statFields(postmaster)
+		if err != nil {
+			return 0, 0, err
+		}
+		live, ws := liveChildren(postmaster)
+		after, err := statFields(postmaster)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ticks(before, 13, 14) == ticks(after, 13, 14) {
+			return ticks(after, 11, 12, 13, 14) + live, ws, nil
+		}
+		time.Sleep(consistentPause) // backends are exiting: let them
 	}
-	total = ticks(f, 11, 12, 13, 14)
+	return 0, 0, fmt.Errorf("postmaster %d reaped backends during each of %d reads", postmaster, consistentReads)
+}
+
+// liveChildren returns the CPU time of postmaster's live children, and the
+// part of it that is WAL senders'.
+func liveChildren(postmaster int) (total, walSender time.Duration) {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	parent := strconv.Itoa(postmaster)
 	for _, p := range stats {
@@ -102,7 +132,7 @@ func serverCPU(postmaster int) (total, walSender time.Duration, err error) {
 			walSender += t
 		}
 	}
-	return total, walSender, nil
+	return total, walSender
 }
 
 // Meter measures the server's CPU between two reads; a zero Meter (no

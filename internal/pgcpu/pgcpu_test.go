@@ -43,3 +43,58 @@ func TestServerCPUCountsBackends(t *testing.T) {
 		return m.Read().Total-before.Total >= 200*time.Millisecond
 	})
 }
+
+// The server's CPU never goes down between readings, even while many
+// backends exit at once (a client closing its pool): a backend reaped
+// between the read of the postmaster and of its live children must not
+// drop out of the total. Fails when a reading misses the exiting backends'
+// seconds (the first reading after the close came out lower: 2.79s, then
+// 0.22s, in one run).
+func TestReadingsDoNotMissExitingBackends(t *testing.T) {
+	base := pgtest.BaseURL()
+	if base == "" && os.Getenv("PGHOST") == "" {
+		t.Skip("no Postgres: run through scripts/test.sh")
+	}
+	ctx := context.Background()
+	pm, err := PostmasterPID(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Meter{Postmaster: pm}
+	for round := range 2 {
+		conns := make([]*pgx.Conn, 20)
+		for i := range conns {
+			c, err := pgx.Connect(ctx, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Exec(ctx, "SELECT count(*) FROM generate_series(1, 300000)"); err != nil {
+				t.Fatal(err)
+			}
+			conns[i] = c
+		}
+		prev := m.Read()
+		if !prev.OK {
+			t.Fatal("no reading")
+		}
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			for _, c := range conns {
+				go c.Close(ctx)
+			}
+		}()
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			r := m.Read()
+			if !r.OK {
+				t.Fatalf("round %d: no reading", round)
+			}
+			if r.Total < prev.Total {
+				t.Fatalf("round %d: the server's CPU went down from %s to %s while backends exited", round, prev.Total, r.Total)
+			}
+			prev = r
+		}
+		<-closed
+	}
+}
