@@ -326,8 +326,7 @@ func TestRouterEndsOnPermanentError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := setup(t)
-			e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
-			wait.For(t, 10*time.Second, "the index to load the endpoint", func() bool { _, ok := e.index.Endpoint("ep_a"); return ok })
+			e.indexedEndpoint(t, "ep_a", "acct_1")
 			e.kafka.Fault(tc.fault(e))
 			r, err := router.New(router.Config{Topics: e.names, DrainTimeout: drainTimeout}, router.Deps{Endpoints: e.index,
 				KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger, Registerer: e.reg})

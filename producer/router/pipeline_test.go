@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/producer/router"
 )
@@ -45,11 +44,7 @@ func (e *env) deliveriesOnTopic(t *testing.T, adm *kadm.Client) int64 {
 func TestRouterSendsBatchWithoutLinger(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
-	wait.For(t, 10*time.Second, "the index to load the endpoint", func() bool {
-		_, ok := e.index.Endpoint("ep_a")
-		return ok
-	})
+	e.indexedEndpoint(t, "ep_a", "acct_1")
 	e.startRouterWith(t, kgo.ProducerLinger(time.Minute))
 	e.produce(t, `{"id":"evt_1","account":"acct_1","type":"invoice.paid"}`)
 	adm := kadm.NewClient(e.kafka.Client(t))
@@ -64,11 +59,7 @@ func TestRouterSendsBatchWithoutLinger(t *testing.T) {
 func TestSlowOffsetCommitDoesNotHoldBackFanOut(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
-	wait.For(t, 10*time.Second, "the index to load the endpoint", func() bool {
-		_, ok := e.index.Endpoint("ep_a")
-		return ok
-	})
+	e.indexedEndpoint(t, "ep_a", "acct_1")
 	held, let := e.holdCommits(t)
 	e.startRouter(t)
 	adm := kadm.NewClient(e.kafka.Client(t))
@@ -94,11 +85,7 @@ func TestSlowOffsetCommitDoesNotHoldBackFanOut(t *testing.T) {
 func TestUnwrittenBatchIsNotCommittedOnReturn(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
-	wait.For(t, 10*time.Second, "the index to load the endpoint", func() bool {
-		_, ok := e.index.Endpoint("ep_a")
-		return ok
-	})
+	e.indexedEndpoint(t, "ep_a", "acct_1")
 	held, let := e.holdCommits(t)
 	var (
 		failing atomic.Bool

@@ -20,6 +20,7 @@ import (
 	"github.com/hookd/hookd/internal/kafkatest"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/producer/router"
 	"github.com/hookd/hookd/store"
 )
@@ -79,6 +80,17 @@ func (e *env) endpoint(t testing.TB, id, account string, status endpoint.Status,
 	_, err := e.db.Store.CreateEndpoint(context.Background(), endpoint.Endpoint{ID: id, Account: account, URL: "http://127.0.0.1:1/" + id,
 		Secrets: []string{endpoint.NewSecret()}, EventTypes: types, Status: status})
 	require.NoError(t, err)
+}
+
+// indexedEndpoint creates an active endpoint of account and waits until
+// the index holds it.
+func (e *env) indexedEndpoint(t testing.TB, id, account string) {
+	t.Helper()
+	e.endpoint(t, id, account, endpoint.StatusActive)
+	wait.For(t, 10*time.Second, "the index to load endpoint "+id, func() bool {
+		_, ok := e.index.Endpoint(id)
+		return ok
+	})
 }
 
 func (e *env) startRouter(t testing.TB) *router.Router {
