@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -47,5 +48,25 @@ func TestLedgerCountsFollowStateChanges(t *testing.T) {
 	l.set("e0", EventInfo{State: StateCommitted})
 	if c, r, u := l.Counts(); c != 1 || r != 1 || u != 1 {
 		t.Fatalf("Counts() = %d committed, %d rolled back, %d uncertain; want 1, 1, 1", c, r, u)
+	}
+}
+
+// The generator's events: ids as before (prefix, kind, batch, index) and a
+// data object that is valid JSON carrying the whole pad.
+func TestEventIDAndData(t *testing.T) {
+	if got := eventID("sat", "_o", 12, 3); got != "sat_o12_3" {
+		t.Errorf("eventID = %q, want sat_o12_3", got)
+	}
+	var data struct {
+		Seq int    `json:"seq"`
+		I   int    `json:"i"`
+		Pad string `json:"pad"`
+	}
+	raw := eventData(7, 4, `"pp\"p"`)
+	if err := json.Unmarshal(raw, &data); err != nil {
+		t.Fatalf("eventData %s is not JSON: %v", raw, err)
+	}
+	if data.Seq != 7 || data.I != 4 || data.Pad != `pp"p` {
+		t.Errorf("eventData decoded to %+v, want seq 7, i 4, pad pp\"p", data)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/attempt"
@@ -176,4 +177,39 @@ func (b *bundle) countFetches() (arm func(), fetches func() int32) {
 		return nil, nil, false
 	})
 	return func() { armed.Store(true) }, n.Load
+}
+
+// Issue 15: by default a batch holds up to 5,000 records, so a backlog (a
+// writer that starts behind, or the load at saturation: ~25,000 records/s,
+// half of them delivery records) is written in few, large transactions.
+// Postgres' cost per row falls with the batch (BenchmarkWriteAttempts:
+// 30 µs at 500 rows, 23 at 2,000); at 1,000 records a batch held ~430
+// attempts under `make bench`, and the writer spent 90% of its time
+// writing. 3,000 deliveries with their first attempts (6,000 records)
+// already on the topics are all in the log after one or two batches (an
+// attempt read before its delivery record creates the row itself); at the
+// old default it took at least three (5 in practice).
+func TestWriterWritesABacklogInBatchesOfUpTo5000Records(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 3000
+	krs := make([]*kgo.Record, 0, 2*n)
+	for i := range n {
+		d, a := firstAttempt(fmt.Sprintf("bl-d%d", i), fmt.Sprintf("evt-bl-%d", i))
+		ar, err := a.KafkaRecord(b.names.Attempts)
+		require.NoError(t, err)
+		krs = append(krs, d.Record(b.names.Deliveries), ar)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.producer.ProduceSync(ctx, krs...).FirstErr())
+	// BatchWait long enough that only MaxBatch (the default) cuts a batch
+	// short, however slowly the test machine fetches.
+	b.startWriter(t, attemptlog.Config{BatchWait: 5 * time.Second, Hold: time.Minute}, b.reg)
+	eventually(t, 60*time.Second, "every delivery delivered in the log", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'delivered'`) == n
+	})
+	require.LessOrEqual(t, metrictest.Value(t, b.reg, "hookd_attempt_log_batches_total"), 2.0)
+	require.Equal(t, n, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE created_at = updated_at`),
+		"each row inserted once, in its final state")
 }

@@ -73,8 +73,12 @@ type Config struct {
 	// Group is the consumer group; writers of one group share the
 	// partitions. Defaults to "hookd-attempt-log".
 	Group string
-	// MaxBatch caps the records written in one Postgres transaction.
-	// Defaults to 1000.
+	// MaxBatch caps the Kafka records (delivery and attempt records
+	// together) written in one Postgres transaction. Defaults to 5000:
+	// Postgres' cost per row falls with the batch's size (the statements'
+	// fixed cost, the commit), and at 1000 a batch held ~430 attempts at
+	// saturation (issue 15: docs/benchmarks.md). Below saturation BatchWait
+	// ends a batch first.
 	MaxBatch int
 	// BatchWait is how long the writer goes on gathering records into a
 	// batch (up to MaxBatch) after the first. It delays the delivery log by
@@ -135,7 +139,7 @@ func (c *Config) setDefaults() {
 		c.Group = DefaultGroup
 	}
 	if c.MaxBatch == 0 {
-		c.MaxBatch = 1000
+		c.MaxBatch = 5000
 	}
 	if c.BatchWait == 0 {
 		c.BatchWait = 250 * time.Millisecond
