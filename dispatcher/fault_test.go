@@ -255,6 +255,10 @@ func TestCommitFailuresAreRetried(t *testing.T) {
 	}
 	require.Equal(t, 1, logs.count("level=WARN"), "one WARN for the outage, not one per retry:\n%s", logs.lines("level=WARN"))
 	require.Equal(t, 1, logs.count("level=WARN", "committing offsets failing"))
+	// The broker has the offsets before the dispatcher's commit callback
+	// has read the answer and logged the recovery.
+	eventually(t, 10*time.Second, func() bool { return logs.count("level=INFO", "committing offsets recovered") > 0 },
+		"the recovery logged")
 	require.Equal(t, 1, logs.count("level=INFO", "committing offsets recovered"))
 	stop()
 }
