@@ -3,6 +3,7 @@ package attemptlog_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,14 +182,13 @@ func (b *bundle) countFetches() (arm func(), fetches func() int32) {
 
 // Issue 15: by default a batch holds up to 5,000 records, so a backlog (a
 // writer that starts behind, or the load at saturation: ~25,000 records/s,
-// half of them delivery records) is written in few, large transactions.
-// Postgres' cost per row falls with the batch (BenchmarkWriteAttempts:
-// 30 µs at 500 rows, 23 at 2,000); at 1,000 records a batch held ~430
-// attempts under `make bench`, and the writer spent 90% of its time
-// writing. 3,000 deliveries with their first attempts (6,000 records)
-// already on the topics are all in the log after one or two batches (an
-// attempt read before its delivery record creates the row itself); at the
-// old default it took at least three (5 in practice).
+// half of them delivery records) is written in few, large transactions:
+// Postgres's write time per row falls with the batch (BenchmarkWriteAttempts),
+// and at 1,000 records a batch held ~430 attempts under `make bench`.
+// 3,000 deliveries with their first attempts (6,000 records) already on the
+// topics take exactly two batches: a third only if the cap were below 3,000
+// (an attempt read before its delivery record creates the row itself), one
+// if there were no cap.
 func TestWriterWritesABacklogInBatchesOfUpTo5000Records(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -200,16 +200,47 @@ func TestWriterWritesABacklogInBatchesOfUpTo5000Records(t *testing.T) {
 		require.NoError(t, err)
 		krs = append(krs, d.Record(b.names.Deliveries), ar)
 	}
+	b.produceRecords(t, krs...)
+	// BatchWait long enough that only MaxBatch (the default) cuts the first
+	// batch short, however slowly the test machine fetches; Hold long
+	// enough that no held record is written pending meanwhile.
+	b.startWriter(t, attemptlog.Config{BatchWait: 5 * time.Second, Hold: time.Minute}, b.reg)
+	eventually(t, 60*time.Second, "two batches written", func() bool {
+		return metrictest.Value(t, b.reg, "hookd_attempt_log_batches_total") >= 2
+	})
+	require.Equal(t, 2.0, metrictest.Value(t, b.reg, "hookd_attempt_log_batches_total"))
+	require.Equal(t, n, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'delivered' AND created_at = updated_at`),
+		"every delivery delivered, each row inserted once in its final state")
+}
+
+// A batch also ends at MaxBatchBytes of record values: a delivery record
+// carries the webhook's body (up to 256 KiB), and 5,000 of them would be
+// over a GiB in hand. 24 bodies of 200 KiB (4.8 MiB) with a 1 MiB cap take
+// at least three batches (a batch ends at the first poll reaching the cap;
+// a poll here returns one producer batch of at most 1 MiB); without the
+// cap, one (BatchWait outlasts the backlog).
+func TestWriterCutsABatchAtMaxBatchBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 24
+	body := []byte(`{"pad":"` + strings.Repeat("p", 200<<10) + `"}`)
+	krs := make([]*kgo.Record, 0, n)
+	for i := range n {
+		d, _ := firstAttempt(fmt.Sprintf("big-d%d", i), fmt.Sprintf("evt-big-%d", i))
+		d.Body = body
+		krs = append(krs, d.Record(b.names.Deliveries))
+	}
+	b.produceRecords(t, krs...)
+	b.startWriter(t, attemptlog.Config{BatchWait: 5 * time.Second, Hold: -1, MaxBatchBytes: 1 << 20}, b.reg)
+	eventually(t, 60*time.Second, "every delivery pending in the log", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'pending'`) == n
+	})
+	require.GreaterOrEqual(t, metrictest.Value(t, b.reg, "hookd_attempt_log_batches_total"), 3.0)
+}
+
+func (b *bundle) produceRecords(t *testing.T, krs ...*kgo.Record) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, b.producer.ProduceSync(ctx, krs...).FirstErr())
-	// BatchWait long enough that only MaxBatch (the default) cuts a batch
-	// short, however slowly the test machine fetches.
-	b.startWriter(t, attemptlog.Config{BatchWait: 5 * time.Second, Hold: time.Minute}, b.reg)
-	eventually(t, 60*time.Second, "every delivery delivered in the log", func() bool {
-		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE status = 'delivered'`) == n
-	})
-	require.LessOrEqual(t, metrictest.Value(t, b.reg, "hookd_attempt_log_batches_total"), 2.0)
-	require.Equal(t, n, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE created_at = updated_at`),
-		"each row inserted once, in its final state")
 }

@@ -8,8 +8,9 @@
 // The writer commits Kafka offsets only after the Postgres transaction has
 // committed, so a crash or a Postgres outage loses nothing: unwritten records
 // stay in Kafka and are read again. While Postgres is down the writer stops
-// polling (memory stays bounded by one fetch) and retries the same batch with
-// backoff; dispatchers keep producing to Kafka unaffected. While Kafka
+// polling (memory stays bounded by one batch, Config.MaxBatchBytes, and one
+// fetch) and retries the same batch with backoff; dispatchers keep
+// producing to Kafka unaffected. While Kafka
 // fails (the broker unreachable, fetch errors, failed offset commits) the
 // writer waits it out: kgo retries and rejoins the group, the offsets of
 // written records stay marked until a commit (the next batch's, or the
@@ -74,12 +75,19 @@ type Config struct {
 	// partitions. Defaults to "hookd-attempt-log".
 	Group string
 	// MaxBatch caps the Kafka records (delivery and attempt records
-	// together) written in one Postgres transaction. Defaults to 5000:
-	// Postgres' cost per row falls with the batch's size (the statements'
-	// fixed cost, the commit), and at 1000 a batch held ~430 attempts at
-	// saturation (issue 15: docs/benchmarks.md). Below saturation BatchWait
-	// ends a batch first.
+	// together) gathered into one batch; held delivery records released by
+	// the batch join its transaction too. Defaults to 5000: Postgres's
+	// write time per row falls with the batch's size (the statements' fixed
+	// cost, the commit), and at 1000 a batch held ~430 attempts at
+	// saturation (issue 15: docs/benchmarks.md). Below ~20,000 records/s
+	// (~10,000 deliveries/s) BatchWait ends a batch first.
 	MaxBatch int
+	// MaxBatchBytes caps the record values gathered into one batch, so that
+	// large payloads (a delivery record carries the webhook's body, up to
+	// 256 KiB) do not make a batch of MaxBatch records hundreds of MiB: the
+	// batch in hand is kept through a Postgres outage. A batch ends at the
+	// first poll that reaches it. Defaults to 32 MiB.
+	MaxBatchBytes int
 	// BatchWait is how long the writer goes on gathering records into a
 	// batch (up to MaxBatch) after the first. It delays the delivery log by
 	// as much. Defaults to 250ms; a negative value writes every poll at
@@ -100,7 +108,8 @@ type Config struct {
 	// held. Defaults to 60s.
 	MaxHold time.Duration
 	// MaxHeld is how many delivery records may be held at once; at that
-	// count the writer stops reading the deliveries topic until half of
+	// count (checked once per batch, so it may be passed by up to one
+	// batch) the writer stops reading the deliveries topic until half of
 	// them are released (their attempts read). A held record costs about
 	// 300 bytes. Defaults to 50000.
 	MaxHeld int
@@ -141,6 +150,9 @@ func (c *Config) setDefaults() {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 5000
 	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = 32 << 20
+	}
 	if c.BatchWait == 0 {
 		c.BatchWait = 250 * time.Millisecond
 	}
@@ -174,6 +186,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.MaxBatch < 1 || c.MaxBatch > 100_000:
 		return fmt.Errorf("attempt log max batch: must be between 1 and 100000, got %d", c.MaxBatch)
+	case c.MaxBatchBytes < 1<<20 || c.MaxBatchBytes > 1<<30:
+		return fmt.Errorf("attempt log max batch bytes: must be between 1 MiB and 1 GiB, got %d", c.MaxBatchBytes)
 	case c.BatchWait > 10*time.Second:
 		return fmt.Errorf("attempt log batch wait: must be at most 10s, got %s", c.BatchWait)
 	case c.Hold > 10*time.Minute:
@@ -385,22 +399,34 @@ func (w *Writer) records(ctx context.Context, kh *kafkaHealth, fetches kgo.Fetch
 }
 
 // gather polls on for BatchWait after the first records of a batch, or
-// until it holds MaxBatch records or ctx ends, so that a delivery record
-// and its attempt read a moment apart are written together.
+// until it holds MaxBatch records or MaxBatchBytes of values or ctx ends,
+// so that a delivery record and its attempt read a moment apart are
+// written together.
 func (w *Writer) gather(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, recs []*kgo.Record) []*kgo.Record {
 	if w.cfg.BatchWait <= 0 {
 		return recs
 	}
 	gctx, cancel := context.WithTimeout(ctx, w.cfg.BatchWait)
 	defer cancel()
-	for len(recs) < w.cfg.MaxBatch && gctx.Err() == nil {
+	size := valueBytes(recs)
+	for len(recs) < w.cfg.MaxBatch && size < w.cfg.MaxBatchBytes && gctx.Err() == nil {
 		fetches := cl.PollRecords(gctx, w.cfg.MaxBatch-len(recs))
 		if fetches.IsClientClosed() {
 			break
 		}
-		recs = append(recs, w.records(ctx, kh, fetches)...)
+		more := w.records(ctx, kh, fetches)
+		size += valueBytes(more)
+		recs = append(recs, more...)
 	}
 	return recs
+}
+
+func valueBytes(recs []*kgo.Record) int {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Value)
+	}
+	return n
 }
 
 // handle writes one batch: the attempts of recs, and the pending rows of

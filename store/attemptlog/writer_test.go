@@ -435,6 +435,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	_, err := attemptlog.New(attemptlog.Config{MaxBatch: -1}, deps)
 	require.ErrorContains(t, err, "max batch")
 	require.ErrorContains(t, err, "-1")
+	_, err = attemptlog.New(attemptlog.Config{MaxBatchBytes: 1000}, deps)
+	require.ErrorContains(t, err, "max batch bytes: must be between 1 MiB and 1 GiB, got 1000")
 	_, err = attemptlog.New(attemptlog.Config{DisableAfter: time.Second}, deps)
 	require.ErrorContains(t, err, "disable after: must be at least 1m, got 1s")
 	_, err = maintenance.NewMaintainer(maintenance.MaintainerConfig{Retention: time.Hour}, maintenance.MaintainerDeps{})
