@@ -9,23 +9,21 @@
 // committed, so a crash or a Postgres outage loses nothing: unwritten records
 // stay in Kafka and are read again. While Postgres is down the writer stops
 // polling (memory stays bounded by one batch, Config.MaxBatchBytes, and one
-// fetch) and retries the same batch with backoff; dispatchers keep
-// producing to Kafka unaffected. While Kafka
-// fails (the broker unreachable, fetch errors, failed offset commits) the
-// writer waits it out: kgo retries and rejoins the group, the offsets of
-// written records stay marked until a commit (the next batch's, or the
-// autocommit every second) succeeds, and the outage is logged once, a WARN
-// when it starts and an INFO when it ends. Writes are idempotent, so
-// records read twice change nothing. A delivery record is held until its
-// first attempt is read (Config.Hold), and the two are written in one
-// transaction, the row inserted once in its final state; offsets are
+// fetch) and retries the same batch with backoff; dispatchers keep producing
+// to Kafka unaffected. While Kafka fails (the broker unreachable, fetch
+// errors, failed offset commits) the writer waits it out: kgo retries and
+// rejoins the group, the offsets of written records stay marked until a commit
+// (the next batch's, or the autocommit every second) succeeds, and the outage
+// is logged once, a WARN when it starts and an INFO when it ends. Writes are
+// idempotent, so records read twice change nothing. A delivery record is held
+// until its first attempt is read (Config.Hold), and the two are written in
+// one transaction, the row inserted once in its final state; offsets are
 // committed short of the records still held. A record whose account
 // (hookd-account) is not the account of the endpoint id it names, or of the
-// delivery row with its id, is logged under its own account with one WARN,
-// and never moves another account's state: no endpoint health, no delivery
-// row but its own, and its own only to dead (never delivered on the word of
-// another account's receiver). It never makes delivery decisions and never
-// sends HTTP.
+// delivery row with its id, is logged under its own account with one WARN, and never
+// moves another account's state: no endpoint health, no delivery row but its
+// own, and its own only to dead (never delivered on the word of another
+// account's receiver). It never makes delivery decisions and never sends HTTP.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package attemptlog

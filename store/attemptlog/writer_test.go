@@ -105,9 +105,7 @@ func (b *bundle) produce(t *testing.T, recs ...*attempt.Record) {
 		require.NoError(t, err)
 		krs = append(krs, kr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, b.producer.ProduceSync(ctx, krs...).FirstErr())
+	b.produceRecords(t, krs...)
 }
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
