@@ -3,7 +3,10 @@ package chaos
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -68,5 +71,65 @@ func TestEventIDAndData(t *testing.T) {
 	}
 	if data.Seq != 7 || data.I != 4 || data.Pad != `pp"p` {
 		t.Errorf("eventData decoded to %+v, want seq 7, i 4, pad pp\"p", data)
+	}
+}
+
+// The ledger holds short ids inline and longer ones apart; both come back
+// with their account, state, time and path, and a state change replaces
+// the event rather than adding one.
+func TestLedgerKeepsEveryEventAsSet(t *testing.T) {
+	l := NewLedger()
+	long := strings.Repeat("x", maxKeyLen+1)
+	at := time.Date(2026, 12, 2, 6, 0, 0, 123456789, time.UTC)
+	l.setBatch([]string{"e0", long, "e2"}, []string{"a", "b", "a"}, StateUncertain, time.Time{}, true)
+	l.set(long, EventInfo{Account: "b", State: StateCommitted, At: at})
+	l.set("e2", EventInfo{Account: "a", State: StateRolledBack, At: at, Outbox: true})
+	want := map[string]EventInfo{
+		"e0": {Account: "a", State: StateUncertain, Outbox: true},
+		long: {Account: "b", State: StateCommitted, At: at},
+		"e2": {Account: "a", State: StateRolledBack, At: at, Outbox: true},
+	}
+	got := l.Snapshot()
+	if len(got) != len(want) || l.Len() != len(want) {
+		t.Fatalf("Snapshot has %d events, Len %d; want %d", len(got), l.Len(), len(want))
+	}
+	for id, w := range want {
+		g, ok := l.Get(id)
+		if !ok || g.Account != w.Account || g.State != w.State || !g.At.Equal(w.At) || g.Outbox != w.Outbox {
+			t.Errorf("Get(%.10q) = %+v, %v; want %+v", id, g, ok, w)
+		}
+		if s := got[id]; s.Account != w.Account || s.State != w.State || !s.At.Equal(w.At) || s.Outbox != w.Outbox {
+			t.Errorf("Snapshot()[%.10q] = %+v; want %+v", id, s, w)
+		}
+	}
+	if _, ok := l.Get("e9"); ok {
+		t.Errorf("Get of an event never set found one")
+	}
+	if c, r, u := l.Counts(); c != 1 || r != 1 || u != 1 {
+		t.Errorf("Counts() = %d, %d, %d; want 1, 1, 1", c, r, u)
+	}
+}
+
+// The hand-built ingress envelope is what encoding/json makes of it, for
+// the generator's plain ids and for strings that need escaping.
+func TestAppendEnvelopeMatchesEncodingJSON(t *testing.T) {
+	data := eventData(7, 3, strconv.Quote("pad"))
+	for _, s := range [][3]string{
+		{"sat_i7_3", "acct_0001", "invoice.paid"},
+		{`q"uote\back`, "<a&b>", "tab\there é\u2028"},
+	} {
+		got := appendEnvelope(nil, s[0], s[1], s[2], data)
+		want, err := json.Marshal(struct {
+			ID      string          `json:"id"`
+			Account string          `json:"account"`
+			Type    string          `json:"type"`
+			Data    json.RawMessage `json:"data"`
+		}{s[0], s[1], s[2], data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("appendEnvelope = %s\nwant             %s", got, want)
+		}
 	}
 }

@@ -507,11 +507,11 @@ func (b *bench) runLoad(ctx context.Context, s *stack, name string, rate float64
 		acctEP[e.Account] = e.ID
 	}
 	want := 0 // committed events hookd must deliver
-	for _, e := range l.Snapshot() {
+	l.Each(func(_ string, e chaos.EventInfo) {
 		if e.State == chaos.StateCommitted && !skip[acctEP[e.Account]] {
 			want++
 		}
-	}
+	})
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		// Count before comparing: copying every pair and event each time
@@ -535,23 +535,22 @@ func (b *bench) runLoad(ctx context.Context, s *stack, name string, rate float64
 // how many committed events (of endpoints not skipped) have none.
 func undelivered(s *stack, l *chaos.Ledger, acctEP map[string]string, skip map[string]bool) (map[[2]string]time.Time, int) {
 	ok := s.firstOK()
-	snap := l.Snapshot()
 	// Only this phase's events count: a request of the phase before (B0's
 	// last, answered after its receivers were reset) is not hookd's
 	// delivery.
 	for k := range ok {
-		if _, ours := snap[k[1]]; !ours {
+		if _, ours := l.Get(k[1]); !ours {
 			delete(ok, k)
 		}
 	}
 	lost := 0
-	for id, e := range snap {
+	l.Each(func(id string, e chaos.EventInfo) {
 		if e.State == chaos.StateCommitted && !skip[acctEP[e.Account]] {
 			if _, got := ok[[2]string{acctEP[e.Account], id}]; !got {
 				lost++
 			}
 		}
-	}
+	})
 	return ok, lost
 }
 
@@ -731,11 +730,11 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 	}
 	committed, _, _ := l.Counts()
 	var lastCommit time.Time
-	for _, e := range l.Snapshot() {
+	l.Each(func(_ string, e chaos.EventInfo) {
 		if e.At.After(lastCommit) {
 			lastCommit = e.At
 		}
-	}
+	})
 	if span := lastCommit.Sub(start).Seconds(); span > 0 {
 		m.generated = float64(committed) / span
 	}
@@ -769,15 +768,15 @@ func (b *bench) latency(ctx context.Context, s *stack, pct float64) (*Percentile
 	}
 	var lat []float64
 	var times []time.Time
-	for id, e := range l.Snapshot() {
+	l.Each(func(id string, e chaos.EventInfo) {
 		if e.State != chaos.StateCommitted {
-			continue
+			return
 		}
 		if t, got := ok[[2]string{acctEP[e.Account], id}]; got {
 			lat = append(lat, float64(t.Sub(e.At))/1e6)
 			times = append(times, t)
 		}
-	}
+	})
 	p := percentiles(lat)
 	p.RateS = rate
 	b.res.Series[name] = series(times, start)

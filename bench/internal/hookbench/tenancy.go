@@ -130,10 +130,10 @@ func healthyLatencies(s *stack, l *chaos.Ledger, ok map[[2]string]time.Time, sta
 	var lat []float64
 	var times []time.Time
 	inWindow := 0
-	for id, e := range l.Snapshot() {
+	l.Each(func(id string, e chaos.EventInfo) {
 		ep := acctEP[e.Account]
 		if e.State != chaos.StateCommitted || skip[ep] {
-			continue
+			return
 		}
 		if t, got := ok[[2]string{ep, id}]; got {
 			lat = append(lat, float64(t.Sub(e.At))/1e6)
@@ -142,7 +142,7 @@ func healthyLatencies(s *stack, l *chaos.Ledger, ok map[[2]string]time.Time, sta
 				inWindow++
 			}
 		}
-	}
+	})
 	pc := percentiles(lat)
 	pc.RateS = float64(inWindow) / phase.Seconds()
 	return pc, lat, times
