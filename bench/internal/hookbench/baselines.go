@@ -133,55 +133,64 @@ func (b *bench) b1(ctx context.Context, s *stack) error {
 	return nil
 }
 
+// b2Run is what B2 measured.
+type b2Run struct {
+	rate   float64
+	writes *PGWrites // nil if Postgres's counters were not read
+	note   string    // set when the receivers did not see every delivery
+	// senderCPUUs and harnessCPUUs are river-sender's and hookbench's own
+	// CPU µs per delivery.
+	senderCPUUs, harnessCPUUs float64
+}
+
 // b2 runs bench/river's river-sender: jobs inserted in batches into a
-// River queue in a database of its own, worked by 256 workers. It returns
-// the rate, what Postgres wrote per delivery and a note when the receivers
-// did not see every delivery.
-func (b *bench) b2(ctx context.Context, s *stack) (float64, *PGWrites, string, error) {
+// River queue in a database of its own, worked by 256 workers.
+func (b *bench) b2(ctx context.Context, s *stack) (b2Run, error) {
 	b.setPhase("B2: River (Postgres queue)")
 	s.resetReceivers()
 	defer s.resetReceivers()
 	n := b.cfg.RiverJobs
 	f, err := writeRiverJobs(s, n)
 	if err != nil {
-		return 0, nil, "", err
+		return b2Run{}, err
 	}
 	defer os.Remove(f)
 	dbURL, drop, err := createDatabase(ctx, b.cfg.DatabaseURL)
 	if err != nil {
-		return 0, nil, "", err
+		return b2Run{}, err
 	}
 	defer drop()
 	pgBefore, pgErr := pgStats(ctx, dbURL)
-	cpuBefore := b.pgCPU.Read()
+	cpuBefore, selfBefore := b.pgCPU.Read(), selfCPU()
 	cmd := exec.CommandContext(ctx, b.riverBin, "--database-url", dbURL, "--deliveries", f, "--workers", "256", "--timeout", "5m")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	cpuAfter := b.pgCPU.Read()
+	cpuAfter, selfAfter := b.pgCPU.Read(), selfCPU()
 	if err != nil {
-		return 0, nil, "", fmt.Errorf("river-sender: %v: %s", err, stderr.String())
+		return b2Run{}, fmt.Errorf("river-sender: %v: %s", err, stderr.String())
 	}
 	var res struct {
-		PerSecond float64 `json:"deliveries_per_second"`
-		Completed int     `json:"completed"`
+		PerSecond  float64 `json:"deliveries_per_second"`
+		Completed  int     `json:"completed"`
+		CPUSeconds float64 `json:"cpu_seconds"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
-		return 0, nil, "", fmt.Errorf("river-sender output %q: %w", out, err)
+		return b2Run{}, fmt.Errorf("river-sender output %q: %w", out, err)
 	}
-	var w *PGWrites
+	run := b2Run{rate: res.PerSecond, harnessCPUUs: perDeliveryUs(selfAfter-selfBefore, res.Completed),
+		senderCPUUs: perDeliveryUs(time.Duration(res.CPUSeconds*float64(time.Second)), res.Completed)}
 	if pgErr == nil {
 		if pgAfter, err := pgStats(ctx, dbURL); err == nil {
-			w = writesBetween(pgBefore, pgAfter, res.Completed, "")
-			w.ServerCPUUsPerDelivery, w.WALSenderCPUUsPerDelivery = pgcpu.PerDelivery(cpuBefore, cpuAfter, res.Completed)
+			run.writes = writesBetween(pgBefore, pgAfter, res.Completed, "")
+			run.writes.ServerCPUUsPerDelivery, run.writes.WALSenderCPUUsPerDelivery = pgcpu.PerDelivery(cpuBefore, cpuAfter, res.Completed)
 		}
 	}
-	note := ""
 	if got := len(s.firstOK()); got < n {
-		note = fmt.Sprintf("receivers got %d of %d River deliveries", got, n)
+		run.note = fmt.Sprintf("receivers got %d of %d River deliveries", got, n)
 	}
 	b.cfg.Logger.Info("hookbench: B2", "deliveries_per_s", int(res.PerSecond), "jobs", n)
-	return res.PerSecond, w, note, nil
+	return run, nil
 }
 
 // writeRiverJobs writes n River jobs over the endpoints of s to a

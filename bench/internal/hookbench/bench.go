@@ -113,16 +113,47 @@ type Isolation struct {
 
 // SettingRun is the saturation phase and B2 under one Postgres setting.
 type SettingRun struct {
-	Mode        string    `json:"mode"`
-	Settings    string    `json:"settings"`
-	Saturation  float64   `json:"saturation_deliveries_per_second"`
-	Delivered   int       `json:"saturation_delivered"`
-	Lost        int       `json:"lost"`
-	B2          float64   `json:"b2_river_per_second"`
-	B2Note      string    `json:"b2_note,omitempty"`
-	HookdOverB2 float64   `json:"hookd_over_b2"`
-	Writes      *PGWrites `json:"postgres_writes_saturation"`
-	B2Writes    *PGWrites `json:"postgres_writes_b2"`
+	Mode        string     `json:"mode"`
+	Settings    string     `json:"settings"`
+	Saturation  float64    `json:"saturation_deliveries_per_second"`
+	Delivered   int        `json:"saturation_delivered"`
+	Lost        int        `json:"lost"`
+	B2          float64    `json:"b2_river_per_second"`
+	B2Note      string     `json:"b2_note,omitempty"`
+	HookdOverB2 float64    `json:"hookd_over_b2"`
+	Writes      *PGWrites  `json:"postgres_writes_saturation"`
+	B2Writes    *PGWrites  `json:"postgres_writes_b2"`
+	CPU         CPUByParty `json:"cpu_us_per_delivery_by_party"`
+}
+
+// CPUByParty is CPU µs per delivery by who spent it, in the saturation
+// phase (hookd) and in B2 (River): the system measured (its own processes
+// and its Postgres server) apart from hookbench, whose generator and
+// verifying receivers share the 2 cores and so dilute the throughput ratio
+// towards 1.
+type CPUByParty struct {
+	// Hookd is every hookd process; HookdPostgres the Postgres server
+	// during the saturation phase (the generator's outbox inserts, the
+	// application's own writes, included).
+	Hookd         float64 `json:"hookd"`
+	HookdPostgres float64 `json:"hookd_postgres"`
+	// River is the river-sender process (its job inserts, 256 workers,
+	// their HTTP client); RiverPostgres the server during B2 (the inserts
+	// included).
+	River         float64 `json:"river"`
+	RiverPostgres float64 `json:"river_postgres"`
+	// HarnessHookd and HarnessRiver are hookbench itself (receivers, and
+	// the generator and its ledger in hookd's phase) during each.
+	HarnessHookd float64 `json:"hookbench_during_hookd"`
+	HarnessRiver float64 `json:"hookbench_during_river"`
+	// RiverOverHookd is (River + RiverPostgres) / (Hookd + HookdPostgres).
+	RiverOverHookd float64 `json:"river_over_hookd"`
+}
+
+func (c *CPUByParty) ratio() {
+	if h := c.Hookd + c.HookdPostgres; h > 0 && c.River > 0 && c.RiverPostgres > 0 {
+		c.RiverOverHookd = (c.River + c.RiverPostgres) / h
+	}
 }
 
 // ScaleOut is the saturation phase with ScaleOutDispatchers dispatchers
@@ -312,6 +343,7 @@ func (b *bench) onSaturationStack(ctx context.Context) error {
 	}
 	r.Saturation, r.Delivered, r.Lost, r.Procs, r.Writes = m.rate, m.delivered, r.Lost+m.lost, m.procs, m.writes
 	st.Saturation, st.Delivered, st.Lost, st.Writes = m.rate, m.delivered, m.lost, m.writes
+	st.setSaturationCPU(m)
 	r.GeneratedRate, r.AttemptLogCatchUpS, r.LoggedRate = m.generated, m.logLag.Seconds(), m.logRate
 	b.noteGenerator(m)
 	if !b.cfg.Skip["latency"] {
@@ -335,8 +367,13 @@ func (b *bench) runB2(ctx context.Context, s *stack, st *SettingRun) {
 		st.B2Note = b.res.B2Note
 		return
 	}
-	rate, w, note, err := b.b2(ctx, s)
-	st.B2, st.B2Writes, st.B2Note = rate, w, note
+	run, err := b.b2(ctx, s)
+	st.B2, st.B2Writes, st.B2Note = run.rate, run.writes, run.note
+	st.CPU.River, st.CPU.HarnessRiver = run.senderCPUUs, run.harnessCPUUs
+	if run.writes != nil {
+		st.CPU.RiverPostgres = run.writes.ServerCPUUsPerDelivery
+	}
+	st.CPU.ratio()
 	if err != nil {
 		st.B2Note = err.Error()
 		b.cfg.Logger.Warn("hookbench: B2 failed", "error", err)
@@ -428,6 +465,7 @@ func (b *bench) otherSetting(ctx context.Context, mode string) error {
 		return err
 	}
 	st.Saturation, st.Delivered, st.Lost, st.Writes = m.rate, m.delivered, m.lost, m.writes
+	st.setSaturationCPU(m)
 	b.res.Lost += m.lost
 	b.res.PerSetting = append(b.res.PerSetting, st)
 	return nil
@@ -596,6 +634,32 @@ func (b *bench) procStats(s *stack) map[string]chaos.ProcStats {
 	return out
 }
 
+// setSaturationCPU records who spent the CPU of the saturation phase m.
+func (st *SettingRun) setSaturationCPU(m *satRun) {
+	st.CPU.Hookd, st.CPU.HarnessHookd = m.hookdCPUUs, m.harnessCPUUs
+	if m.writes != nil {
+		st.CPU.HookdPostgres = m.writes.ServerCPUUsPerDelivery
+	}
+	st.CPU.ratio()
+}
+
+// selfCPU is hookbench's own CPU time so far (0 if /proc cannot be read).
+func selfCPU() time.Duration {
+	st, err := chaos.ReadProcStats(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return st.CPU
+}
+
+// perDeliveryUs is cpu in µs per delivery (0 without deliveries).
+func perDeliveryUs(cpu time.Duration, deliveries int) float64 {
+	if deliveries <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / float64(deliveries)
+}
+
 // loggedDelivered counts the deliveries the delivery log shows delivered.
 func (s *stack) loggedDelivered(ctx context.Context) (int, error) {
 	var n int
@@ -670,6 +734,9 @@ type satRun struct {
 	delivered, lost int
 	procs           map[string]*ProcResult
 	writes          *PGWrites
+	// hookdCPUUs and harnessCPUUs are every hookd process's and
+	// hookbench's own CPU µs per delivery over the phase.
+	hookdCPUUs, harnessCPUUs float64
 	// logLag is how long after the last delivery the delivery log showed
 	// every delivery of the phase delivered.
 	logLag time.Duration
@@ -694,6 +761,7 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 		return nil, err
 	}
 	before := b.procStats(s)
+	selfBefore := selfCPU()
 	pgCPUBefore := b.pgCPU.Read()
 	start := time.Now()
 	l, ok, lost, err := b.runLoad(ctx, s, name, b.cfg.OfferedRate, b.cfg.Saturation, 50, nil)
@@ -705,6 +773,7 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 		return nil, err
 	}
 	after := b.procStats(s)
+	m.harnessCPUUs = perDeliveryUs(selfCPU()-selfBefore, len(ok))
 	b.waitIdle(ctx, s)
 	pgCPUAfter := b.pgCPU.Read()
 	if pgErr == nil {
@@ -742,6 +811,7 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 	for n, a := range after {
 		cpu := (a.CPU - before[n].CPU).Seconds()
 		m.procs[n] = &ProcResult{CPUSeconds: cpu, CPUSecondsPer1000: cpu / float64(max(len(ok), 1)) * 1000, PeakRSSMiB: float64(a.HWM) / (1 << 20)}
+		m.hookdCPUUs += perDeliveryUs(a.CPU-before[n].CPU, len(ok))
 	}
 	args := []any{"phase", name, "deliveries_per_s", int(m.rate), "delivered", len(ok), "lost", lost,
 		"attempt_log_catch_up_s", m.logLag.Seconds()}

@@ -220,3 +220,26 @@ func TestMarkdownMarksGoals(t *testing.T) {
 		t.Errorf("dispatcher cost over B0 = %v", r.DispatchCostOverB0)
 	}
 }
+
+// Each setting's CPU per delivery is split by who spent it, and River's
+// system (its process and Postgres) is compared with hookd's.
+func TestCPUByPartyComparesTheSystems(t *testing.T) {
+	t.Parallel()
+	st := &SettingRun{Mode: PGDurable}
+	st.setSaturationCPU(&satRun{hookdCPUUs: 60, harnessCPUUs: 45, writes: &PGWrites{ServerCPUUsPerDelivery: 50}})
+	st.CPU.River, st.CPU.RiverPostgres, st.CPU.HarnessRiver = 130, 90, 40
+	st.CPU.ratio()
+	if math.Abs(st.CPU.RiverOverHookd-2) > 1e-9 {
+		t.Fatalf("River over hookd = %v, want (130+90)/(60+50) = 2", st.CPU.RiverOverHookd)
+	}
+	r := &Results{PerSetting: []*SettingRun{st, {Mode: PGFsyncOff, CPU: CPUByParty{Hookd: 55}}}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| durable | 60 + 50 = 110 | 130 + 90 = 220 | 2.00 | 45 / 40 |",
+		"| fsync-off | 55 + - = 55 | - + - = - | - | 0 / - |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -38,6 +38,7 @@ func (r *Results) Markdown() string {
 		c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate*100, c.Dispatchers, c.Partitions, c.OutboxShare*100, r.Postgres, r.PostgresSettings)
 	r.mainTable(&b)
 	r.settingsTable(&b)
+	r.cpuByPartyTable(&b)
 	r.stagesTable(&b)
 	r.procTable(&b)
 	r.scaleOutTable(&b)
@@ -183,6 +184,25 @@ func (r *Results) settingsTable(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "| %s (%s) | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
 			st.Mode, st.Settings, st.Saturation, b2, orSkipped(st.HookdOverB2, "%.2f"), goalText, mark, rows, wal, syncs, cpu, st.Lost)
+	}
+	b.WriteString("\n")
+}
+
+// cpuByPartyTable splits each setting's CPU per delivery by who spent it:
+// the two systems with their Postgres servers, and hookbench (the load it
+// generates, the receivers that verify every delivery), which shares the
+// cores with both.
+func (r *Results) cpuByPartyTable(b *strings.Builder) {
+	if len(r.PerSetting) == 0 || r.PerSetting[0].CPU.Hookd == 0 {
+		return
+	}
+	b.WriteString("| Postgres | CPU µs per delivery: hookd processes + Postgres = hookd | River (river-sender) + Postgres = River | River / hookd | hookbench itself while hookd / River runs |\n|---|---|---|---|---|\n")
+	for _, st := range r.PerSetting {
+		c := st.CPU
+		fmt.Fprintf(b, "| %s | %.0f + %s = %s | %s + %s = %s | %s | %.0f / %s |\n", st.Mode,
+			c.Hookd, orSkipped(c.HookdPostgres, "%.0f"), orSkipped(c.Hookd+c.HookdPostgres, "%.0f"),
+			orSkipped(c.River, "%.0f"), orSkipped(c.RiverPostgres, "%.0f"), orSkipped(c.River+c.RiverPostgres, "%.0f"),
+			orSkipped(c.RiverOverHookd, "%.2f"), c.HarnessHookd, orSkipped(c.HarnessRiver, "%.0f"))
 	}
 	b.WriteString("\n")
 }
