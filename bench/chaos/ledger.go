@@ -18,7 +18,8 @@ type EventInfo struct {
 // Ledger is every event the load generator produced.
 //
 // It is held without pointers: a key of up to maxKeyLen bytes inline, the
-// account as an index into the ledger's accounts, the time in nanoseconds.
+// account as an index into the ledger's accounts, the time in nanoseconds
+// after the ledger's epoch.
 // hookbench's saturation phase puts ~450,000 events in it on the machine
 // hookd is measured on; held as map[string]*EventInfo (three pointers and
 // an allocation per event) it was a quarter of hookbench's live heap, which
@@ -26,7 +27,11 @@ type EventInfo struct {
 // of hookbench's CPU: a cost of the harness that only hookd's phases paid
 // (B0 and River's B2 keep no ledger).
 type Ledger struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// epoch is when the ledger was made: times are kept as nanoseconds
+	// after it, and rebuilt from it, so that they keep their monotonic
+	// clock reading (latencies are differences of them).
+	epoch    time.Time
 	events   map[ledgerKey]ledgerEntry
 	long     map[string]ledgerEntry // ids longer than maxKeyLen
 	accounts []string
@@ -48,18 +53,20 @@ type ledgerKey struct {
 }
 
 type ledgerEntry struct {
-	at      int64 // UnixNano; 0 for the zero time
+	at      int64 // nanoseconds after the ledger's epoch, if timed
 	account int32
 	state   uint8 // an EventState
 	outbox  bool
+	timed   bool // false for the zero time
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{events: map[ledgerKey]ledgerEntry{}, long: map[string]ledgerEntry{},
+	return &Ledger{epoch: time.Now(), events: map[ledgerKey]ledgerEntry{}, long: map[string]ledgerEntry{},
 		acctIdx: map[string]int32{}, invalid: map[string]bool{}, byState: map[EventState]int{}}
 }
 
+// keyOf is id's inline key; false if id is longer than maxKeyLen.
 func keyOf(id string) (ledgerKey, bool) {
 	var k ledgerKey
 	if len(id) > maxKeyLen {
@@ -70,6 +77,7 @@ func keyOf(id string) (ledgerKey, bool) {
 	return k, true
 }
 
+// String is the event id.
 func (k *ledgerKey) String() string { return string(k.id[:k.n]) }
 
 // set records an event's latest state.
@@ -79,10 +87,11 @@ func (l *Ledger) set(id string, info EventInfo) {
 	l.setLocked(id, info)
 }
 
+// setLocked is set with l.mu held.
 func (l *Ledger) setLocked(id string, info EventInfo) {
 	e := ledgerEntry{account: l.account(info.Account), state: uint8(info.State), outbox: info.Outbox}
 	if !info.At.IsZero() {
-		e.at = info.At.UnixNano()
+		e.at, e.timed = int64(info.At.Sub(l.epoch)), true
 	}
 	l.byState[info.State]++
 	if k, ok := keyOf(id); ok {
@@ -108,6 +117,7 @@ func (l *Ledger) setBatch(ids, accounts []string, state EventState, at time.Time
 	}
 }
 
+// account is a's index in l.accounts, added if new; l.mu must be held.
 func (l *Ledger) account(a string) int32 {
 	if i, ok := l.acctIdx[a]; ok {
 		return i
@@ -118,10 +128,11 @@ func (l *Ledger) account(a string) int32 {
 	return i
 }
 
+// info is the EventInfo of an entry.
 func (l *Ledger) info(e ledgerEntry) EventInfo {
 	info := EventInfo{Account: l.accounts[e.account], State: EventState(e.state), Outbox: e.outbox}
-	if e.at != 0 {
-		info.At = time.Unix(0, e.at)
+	if e.timed {
+		info.At = l.epoch.Add(time.Duration(e.at))
 	}
 	return info
 }

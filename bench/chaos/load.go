@@ -198,10 +198,11 @@ func outboxBatch(ctx context.Context, cfg LoadConfig, l *Ledger, seq int, pad st
 	return nil
 }
 
-// appendEnvelope appends the JSON envelope of an ingress event: data is
-// valid, compact JSON (eventData's). Built by hand, not with json.Marshal,
-// whose reflection and re-compacting of data were a tenth of the
-// generator's CPU.
+// appendEnvelope appends the JSON envelope of an ingress event. data is
+// written as it is, so it must be valid, compact JSON without characters
+// encoding/json would escape (eventData's is). Built by hand, not with
+// json.Marshal, whose reflection and re-compacting of data were a tenth of
+// the generator's CPU.
 func appendEnvelope(b []byte, id, account, typ string, data []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, id)
@@ -214,9 +215,9 @@ func appendEnvelope(b []byte, id, account, typ string, data []byte) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s as a JSON string: as it is when it is
-// printable ASCII without quotes or backslashes (the generator's ids,
-// accounts and types), through encoding/json otherwise.
+// appendJSONString appends s as a JSON string, as encoding/json does: as
+// it is when it is printable ASCII without '"', '\\', '<', '>' or '&' (the
+// generator's ids, accounts and types), through encoding/json otherwise.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {

@@ -80,14 +80,20 @@ func TestEventIDAndData(t *testing.T) {
 func TestLedgerKeepsEveryEventAsSet(t *testing.T) {
 	l := NewLedger()
 	long := strings.Repeat("x", maxKeyLen+1)
+	long2 := long[:maxKeyLen] + "y" // the same first maxKeyLen bytes
+	inline := strings.Repeat("z", maxKeyLen)
 	at := time.Date(2026, 12, 2, 6, 0, 0, 123456789, time.UTC)
 	l.setBatch([]string{"e0", long, "e2"}, []string{"a", "b", "a"}, StateUncertain, time.Time{}, true)
 	l.set(long, EventInfo{Account: "b", State: StateCommitted, At: at})
 	l.set("e2", EventInfo{Account: "a", State: StateRolledBack, At: at, Outbox: true})
+	l.set(long2, EventInfo{Account: "c", State: StateRolledBack})
+	l.set(inline, EventInfo{Account: "c", State: StateUncertain, At: at})
 	want := map[string]EventInfo{
-		"e0": {Account: "a", State: StateUncertain, Outbox: true},
-		long: {Account: "b", State: StateCommitted, At: at},
-		"e2": {Account: "a", State: StateRolledBack, At: at, Outbox: true},
+		"e0":   {Account: "a", State: StateUncertain, Outbox: true},
+		long:   {Account: "b", State: StateCommitted, At: at},
+		"e2":   {Account: "a", State: StateRolledBack, At: at, Outbox: true},
+		long2:  {Account: "c", State: StateRolledBack},
+		inline: {Account: "c", State: StateUncertain, At: at},
 	}
 	got := l.Snapshot()
 	if len(got) != len(want) || l.Len() != len(want) {
@@ -105,8 +111,15 @@ func TestLedgerKeepsEveryEventAsSet(t *testing.T) {
 	if _, ok := l.Get("e9"); ok {
 		t.Errorf("Get of an event never set found one")
 	}
-	if c, r, u := l.Counts(); c != 1 || r != 1 || u != 1 {
-		t.Errorf("Counts() = %d, %d, %d; want 1, 1, 1", c, r, u)
+	if c, r, u := l.Counts(); c != 1 || r != 2 || u != 2 {
+		t.Errorf("Counts() = %d, %d, %d; want 1, 2, 2", c, r, u)
+	}
+	// A time read back keeps its monotonic reading: differences of times
+	// taken now are not moved by a step of the wall clock.
+	now := time.Now()
+	l.set("e3", EventInfo{Account: "a", State: StateCommitted, At: now})
+	if g, _ := l.Get("e3"); g.At.String() == g.At.Round(0).String() || !g.At.Equal(now) {
+		t.Errorf("Get(e3).At = %v, want %v with its monotonic reading", g.At, now)
 	}
 }
 
@@ -117,6 +130,8 @@ func TestAppendEnvelopeMatchesEncodingJSON(t *testing.T) {
 	for _, s := range [][3]string{
 		{"sat_i7_3", "acct_0001", "invoice.paid"},
 		{`q"uote\back`, "<a&b>", "tab\there é\u2028"},
+		{"<", ">", "&"},
+		{"\x7f", "\xff", "\u2029"},
 	} {
 		got := appendEnvelope(nil, s[0], s[1], s[2], data)
 		want, err := json.Marshal(struct {

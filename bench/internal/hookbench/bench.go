@@ -150,9 +150,12 @@ type CPUByParty struct {
 	RiverOverHookd float64 `json:"river_over_hookd"`
 }
 
+// ratio sets RiverOverHookd when all four parts were measured (0 stands
+// for not measured).
 func (c *CPUByParty) ratio() {
-	if h := c.Hookd + c.HookdPostgres; h > 0 && c.River > 0 && c.RiverPostgres > 0 {
-		c.RiverOverHookd = (c.River + c.RiverPostgres) / h
+	c.RiverOverHookd = 0
+	if c.Hookd > 0 && c.HookdPostgres > 0 && c.River > 0 && c.RiverPostgres > 0 {
+		c.RiverOverHookd = (c.River + c.RiverPostgres) / (c.Hookd + c.HookdPostgres)
 	}
 }
 

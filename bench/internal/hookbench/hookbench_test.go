@@ -232,11 +232,18 @@ func TestCPUByPartyComparesTheSystems(t *testing.T) {
 	if math.Abs(st.CPU.RiverOverHookd-2) > 1e-9 {
 		t.Fatalf("River over hookd = %v, want (130+90)/(60+50) = 2", st.CPU.RiverOverHookd)
 	}
-	r := &Results{PerSetting: []*SettingRun{st, {Mode: PGFsyncOff, CPU: CPUByParty{Hookd: 55}}}}
+	// Without hookd's Postgres share there is no ratio (not River over
+	// hookd's processes alone).
+	partial := CPUByParty{Hookd: 55, River: 130, RiverPostgres: 90}
+	partial.ratio()
+	if partial.RiverOverHookd != 0 {
+		t.Errorf("River over hookd without hookd's Postgres = %v, want 0 (not measured)", partial.RiverOverHookd)
+	}
+	r := &Results{PerSetting: []*SettingRun{{Mode: PGAsIs}, st, {Mode: PGFsyncOff, CPU: partial}}}
 	md := r.Markdown()
 	for _, want := range []string{
 		"| durable | 60 + 50 = 110 | 130 + 90 = 220 | 2.00 | 45 / 40 |",
-		"| fsync-off | 55 + - = 55 | - + - = - | - | 0 / - |",
+		"| fsync-off | 55 + - = 55 | 130 + 90 = 220 | - | - / - |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

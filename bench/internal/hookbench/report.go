@@ -2,6 +2,7 @@ package hookbench
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -193,16 +194,16 @@ func (r *Results) settingsTable(b *strings.Builder) {
 // generates, the receivers that verify every delivery), which shares the
 // cores with both.
 func (r *Results) cpuByPartyTable(b *strings.Builder) {
-	if len(r.PerSetting) == 0 || r.PerSetting[0].CPU.Hookd == 0 {
+	if !slices.ContainsFunc(r.PerSetting, func(st *SettingRun) bool { return st.CPU != (CPUByParty{}) }) {
 		return
 	}
 	b.WriteString("| Postgres | CPU µs per delivery: hookd processes + Postgres = hookd | River (river-sender) + Postgres = River | River / hookd | hookbench itself while hookd / River runs |\n|---|---|---|---|---|\n")
 	for _, st := range r.PerSetting {
 		c := st.CPU
-		fmt.Fprintf(b, "| %s | %.0f + %s = %s | %s + %s = %s | %s | %.0f / %s |\n", st.Mode,
-			c.Hookd, orSkipped(c.HookdPostgres, "%.0f"), orSkipped(c.Hookd+c.HookdPostgres, "%.0f"),
+		fmt.Fprintf(b, "| %s | %s + %s = %s | %s + %s = %s | %s | %s / %s |\n", st.Mode,
+			orSkipped(c.Hookd, "%.0f"), orSkipped(c.HookdPostgres, "%.0f"), orSkipped(c.Hookd+c.HookdPostgres, "%.0f"),
 			orSkipped(c.River, "%.0f"), orSkipped(c.RiverPostgres, "%.0f"), orSkipped(c.River+c.RiverPostgres, "%.0f"),
-			orSkipped(c.RiverOverHookd, "%.2f"), c.HarnessHookd, orSkipped(c.HarnessRiver, "%.0f"))
+			orSkipped(c.RiverOverHookd, "%.2f"), orSkipped(c.HarnessHookd, "%.0f"), orSkipped(c.HarnessRiver, "%.0f"))
 	}
 	b.WriteString("\n")
 }
