@@ -80,14 +80,7 @@ func keyOf(id string) (ledgerKey, bool) {
 // String is the event id.
 func (k *ledgerKey) String() string { return string(k.id[:k.n]) }
 
-// set records an event's latest state.
-func (l *Ledger) set(id string, info EventInfo) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.setLocked(id, info)
-}
-
-// setLocked is set with l.mu held.
+// setLocked records an event's latest state; l.mu must be held.
 func (l *Ledger) setLocked(id string, info EventInfo) {
 	e := ledgerEntry{account: l.account(info.Account), state: uint8(info.State), outbox: info.Outbox}
 	if !info.At.IsZero() {

@@ -148,3 +148,10 @@ func TestAppendEnvelopeMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// set records one event's latest state, as the generator's batches do.
+func (l *Ledger) set(id string, info EventInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setLocked(id, info)
+}
