@@ -34,6 +34,7 @@ func main() {
 	flag.IntVar(&cfg.Partitions, "partitions", 6, "partitions of the hookd topics")
 	flag.Float64Var(&cfg.OutboxShare, "outbox-share", 0.5, "share of events written through the outbox (the rest to the ingress topic)")
 	flag.Float64Var(&cfg.IsolationRate, "isolation-rate", 1000, "events/s of the isolation phase (100 endpoints, one hanging in the second run)")
+	flag.IntVar(&cfg.InsertBatch, "insert-batch", 1000, "events per application transaction, the same for both systems: outbox rows per transaction and records per ingress batch in the saturation phase, River jobs per InsertManyFast in B2")
 	flag.IntVar(&cfg.RiverJobs, "river-jobs", 40000, "deliveries the River baseline (B2) makes")
 	flag.Float64Var(&cfg.TenancyAbuseRate, "tenancy-abuse-rate", 100, "events/s of the abusive account in the tenancy phase (100 healthy accounts at --isolation-rate next to it)")
 	flag.IntVar(&cfg.TenancyAbusiveEndpoints, "tenancy-abusive-endpoints", 8, "hanging endpoints of the abusive account (max_in_flight 100000, timeout_ms 60000 stored)")
@@ -42,6 +43,10 @@ func main() {
 	flag.StringVar(&mem, "memory-endpoints", "10000,100000", "endpoint counts of the memory phase")
 	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: saturation (with it latency, scaleout, b0, b1, b2 and the further --postgres settings),latency,scaleout,isolation,tenancy,memory,b0,b1,b2")
 	flag.Parse()
+	if cfg.InsertBatch < 1 {
+		fmt.Fprintln(os.Stderr, "hookbench: --insert-batch must be at least 1")
+		os.Exit(2)
+	}
 	var err error
 	if cfg.Postgres, err = hookbench.ParsePostgresModes(pg); err != nil {
 		fmt.Fprintln(os.Stderr, "hookbench:", err)

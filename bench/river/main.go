@@ -105,15 +105,20 @@ func main() {
 	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (a database of its own)")
 	file := flag.String("deliveries", "", "JSON file: array of {url, secret, id, body}")
 	workers := flag.Int("workers", 256, "River MaxWorkers")
+	batch := flag.Int("insert-batch", 1000, "jobs per InsertManyFast call (one transaction)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
 	flag.Parse()
-	if err := run(*dbURL, *file, *workers, *timeout); err != nil {
+	if *batch < 1 {
+		fmt.Fprintln(os.Stderr, "river-sender: --insert-batch must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(*dbURL, *file, *workers, *batch, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "river-sender:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dbURL, file string, workers int, timeout time.Duration) error {
+func run(dbURL, file string, workers, batch int, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	raw, err := os.ReadFile(file)
@@ -163,8 +168,8 @@ func run(dbURL, file string, workers int, timeout time.Duration) error {
 	var insertDur time.Duration
 	insertErr := make(chan error, 1)
 	go func() {
-		for lo := 0; lo < len(ds); lo += 1000 {
-			hi := min(lo+1000, len(ds))
+		for lo := 0; lo < len(ds); lo += batch {
+			hi := min(lo+batch, len(ds))
 			params := make([]river.InsertManyParams, 0, hi-lo)
 			for _, d := range ds[lo:hi] {
 				params = append(params, river.InsertManyParams{Args: WebhookArgs(d)})

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,7 +163,8 @@ func (b *bench) b2(ctx context.Context, s *stack) (b2Run, error) {
 	defer drop()
 	pgBefore, pgErr := pgStats(ctx, dbURL)
 	cpuBefore, selfBefore := b.pgCPU.Read(), selfCPU()
-	cmd := exec.CommandContext(ctx, b.riverBin, "--database-url", dbURL, "--deliveries", f, "--workers", "256", "--timeout", "5m")
+	cmd := exec.CommandContext(ctx, b.riverBin, "--database-url", dbURL, "--deliveries", f, "--workers", "256",
+		"--insert-batch", strconv.Itoa(b.cfg.InsertBatch), "--timeout", "5m")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -51,6 +51,7 @@ type Results struct {
 		Partitions  int     `json:"partitions"`
 		OutboxShare float64 `json:"outbox_share"`
 		OfferedRate float64 `json:"offered_rate"`
+		InsertBatch int     `json:"insert_batch"`
 	} `json:"config"`
 	// Saturation: end-to-end deliveries/s with the offered load above
 	// capacity; GeneratedRate is what the generator managed to commit.
@@ -200,6 +201,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	c := &b.res.Config
 	c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate = cfg.Endpoints, cfg.Receivers, float64(cfg.Latency)/1e6, cfg.FailRate
 	c.Dispatchers, c.Partitions, c.OutboxShare, c.OfferedRate = cfg.Dispatchers, cfg.Partitions, cfg.OutboxShare, cfg.OfferedRate
+	c.InsertBatch = cfg.InsertBatch
 	cfg.Logger.Info("hookbench: building hookd")
 	if b.bin, err = chaos.BuildHookd(ctx, binDir); err != nil {
 		return nil, err
@@ -767,7 +769,7 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 	selfBefore := selfCPU()
 	pgCPUBefore := b.pgCPU.Read()
 	start := time.Now()
-	l, ok, lost, err := b.runLoad(ctx, s, name, b.cfg.OfferedRate, b.cfg.Saturation, 50, nil)
+	l, ok, lost, err := b.runLoad(ctx, s, name, b.cfg.OfferedRate, b.cfg.Saturation, b.cfg.InsertBatch, nil)
 	if err != nil {
 		return nil, err
 	}

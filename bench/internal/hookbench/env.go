@@ -80,6 +80,11 @@ type Config struct {
 	// 2-core machine is busy enough that p99 moves by itself from run to
 	// run.
 	IsolationRate float64
+	// InsertBatch is how many events one application transaction writes,
+	// the same for both systems: in the saturation phase outbox rows per
+	// transaction (and records per ingress batch), in B2 River jobs per
+	// InsertManyFast call. Defaults to 1000, what B2 always inserted.
+	InsertBatch int
 	// RiverJobs is how many deliveries B2 makes. Defaults to 40000.
 	RiverJobs int
 	// TenancyAbuseRate is the abusive account's events/s in the tenancy
@@ -139,6 +144,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IsolationRate == 0 {
 		c.IsolationRate = 1000
+	}
+	if c.InsertBatch == 0 {
+		c.InsertBatch = 1000
 	}
 	if c.RiverJobs == 0 {
 		c.RiverJobs = 40000

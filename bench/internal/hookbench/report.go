@@ -35,8 +35,8 @@ func (r *Results) Markdown() string {
 	var b strings.Builder
 	c := r.Config
 	fmt.Fprintf(&b, "hookbench run of %s on %s\n\n", r.Started.Format("2006-01-02 15:04 MST"), r.Machine)
-	fmt.Fprintf(&b, "%d endpoints on %d receivers (%.0f ms answer, %.0f%% first-attempt 503), %d dispatcher(s), %d partitions, %.0f%% of events through the outbox; Postgres %s (%s)\n\n",
-		c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate*100, c.Dispatchers, c.Partitions, c.OutboxShare*100, r.Postgres, r.PostgresSettings)
+	fmt.Fprintf(&b, "%d endpoints on %d receivers (%.0f ms answer, %.0f%% first-attempt 503), %d dispatcher(s), %d partitions, %.0f%% of events through the outbox, %d events per application transaction (saturation and B2); Postgres %s (%s)\n\n",
+		c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate*100, c.Dispatchers, c.Partitions, c.OutboxShare*100, c.InsertBatch, r.Postgres, r.PostgresSettings)
 	r.mainTable(&b)
 	r.settingsTable(&b)
 	r.cpuByPartyTable(&b)
