@@ -40,7 +40,10 @@
 // endpoint. When an endpoint's queue reaches EndpointBacklog, further
 // records go to the first retry tier without spending an attempt (outcome
 // "deferred"); a rate-limited endpoint fed faster than its rate gets there
-// too, as a slow one does.
+// too, as a slow one does. A delivery deferred again in a row (whatever
+// the reason; the record counts its deferrals since its last attempt)
+// goes to the second tier instead, so a delivery kept out for minutes is
+// looked at every second-tier delay, not every first-tier one.
 // When a partition holds PartitionMaxHeld unfinished records, fetching it
 // pauses until it is under half.
 //

@@ -121,7 +121,8 @@ func (d *Dispatcher) decide(dl *delivery.Delivery, res result, now time.Time) pl
 		return p
 	case res.deferred != "":
 		p.outcome, p.errorClass, p.action = attempt.OutcomeDeferred, res.deferred, attempt.NextRetry
-		p.tier, p.due = 0, d.policy.Defer(now)
+		p.next.Deferrals = dl.Deferrals + 1
+		p.tier, p.due = d.policy.Defer(p.next.Deferrals, now)
 		p.next.DueAt = p.due
 		return p
 	}
@@ -130,6 +131,7 @@ func (d *Dispatcher) decide(dl *delivery.Delivery, res result, now time.Time) pl
 	// An attempt was spent (a circuit_open refusal counts: the schedule,
 	// not the breaker, bounds how long a delivery is retried).
 	p.next.Attempt = dl.Attempt + 1
+	p.next.Deferrals = 0
 	if p.next.FirstAttempt.IsZero() {
 		p.next.FirstAttempt = res.startedAt
 	}

@@ -122,6 +122,7 @@ func TestBacklogDefersToFirstTier(t *testing.T) {
 		d, err := delivery.Decode(r)
 		require.NoError(t, err)
 		require.Equal(t, 1, d.Attempt, "no attempt spent")
+		require.Equal(t, 1, d.Deferrals, "the first deferral in a row")
 		require.True(t, d.FirstAttempt.IsZero())
 	}
 	require.Equal(t, int32(1), rc.maxSeen.Load())
@@ -129,6 +130,58 @@ func TestBacklogDefersToFirstTier(t *testing.T) {
 	close(release)
 	eventually(t, 20*time.Second, func() bool { return int(rc.answered.Load()) == 20-n }, "in-flight and queued delivered: %d", rc.answered.Load())
 	require.Equal(t, n, deferred(), "nothing deferred once the endpoint drains")
+}
+
+// TestRepeatedDeferralsWaitOnTheSecondTier: a delivery deferred again
+// goes to the second tier, not the first (a deferral in a row cycling
+// through the first tier costs a retry record and an attempt row each
+// time), still without spending an attempt; an attempt ends the run of
+// deferrals, so a failure after them retries on the first tier.
+func TestRepeatedDeferralsWaitOnTheSecondTier(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1})
+	release := make(chan struct{})
+	busy := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	failing := newReceiver(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+	b.eps.set(dispatcher.Target{ID: "ep_busy", URL: busy.srv.URL, MaxInFlight: 1, Timeout: 60 * time.Second})
+	b.eps.set(dispatcher.Target{ID: "ep_fail", URL: failing.srv.URL, MaxInFlight: 1, Timeout: 60 * time.Second})
+	fail := newDelivery("evt_fail", "ep_fail")
+	fail.Deferrals = 3
+	b.produce(0, fail)
+	var ds []*delivery.Delivery
+	for i := range 10 {
+		d := newDelivery(fmt.Sprintf("evt_%d", i), "ep_busy")
+		d.Deferrals = 1 // deferred once already
+		ds = append(ds, d)
+	}
+	b.produce(0, ds...)
+	b.start(dispatcher.Config{AllowPrivateNetworks: true, Timeout: time.Minute, EndpointBacklog: 2}, runOpts{})
+	t.Cleanup(func() { close(release) })
+	// One slot and a backlog of 2: at most 3 records are taken, 7 or more deferred.
+	deferredAgain := func() (n int) {
+		_, _, retries := b.col.snapshot()
+		for _, r := range retries {
+			d, err := delivery.Decode(r)
+			require.NoError(t, err)
+			if d.EndpointID != "ep_busy" {
+				continue
+			}
+			require.Equal(t, b.names.Retry[1], r.Topic, "a second deferral in a row waits on the second tier")
+			require.Equal(t, 2, d.Deferrals)
+			require.Equal(t, 1, d.Attempt, "no attempt spent")
+			n++
+		}
+		return n
+	}
+	eventually(t, 20*time.Second, func() bool { return deferredAgain() >= 7 }, "at least 7 deferred again: %d", deferredAgain())
+	eventually(t, 20*time.Second, func() bool { return b.retryRecordFor(b.names.Retry[0], fail.ID, 2) != nil },
+		"the failed attempt's retry on the first tier")
+	require.Zero(t, b.retryRecordFor(b.names.Retry[0], fail.ID, 2).Deferrals, "an attempt ends the run of deferrals")
 }
 
 // TestBreakerOpensAndMetricsHaveNoEndpointLabel: a failing endpoint trips

@@ -72,10 +72,21 @@ func (p Policy) Next(attempt int, failedAt time.Time, retryAfter time.Duration) 
 	return tier, due, true
 }
 
-// Defer returns the due time of a delivery handed to the first tier without
-// an attempt (its endpoint's backlog was full) at now.
-func (p Policy) Defer(now time.Time) time.Time {
-	return now.Add(p.jittered(p.Schedule[0]))
+// maxDeferTier is the last tier (0-based) a deferred delivery goes to: the
+// second, two minutes with the default schedule. A deferral spends no
+// attempt, so it must not run down the schedule the way failures do; but a
+// delivery deferred again and again (an account over its fair share for
+// minutes, an endpoint fed faster than its rate) cycling through the first
+// tier cost a retry record and an attempt row every first-tier delay.
+const maxDeferTier = 1
+
+// Defer returns the tier index (0-based) and due time of a delivery handed
+// to a tier without an attempt at now, for its deferrals-th deferral in a
+// row since its last attempt (1-based): the first tier the first time, the
+// second from then on (or the first, with a one-tier schedule).
+func (p Policy) Defer(deferrals int, now time.Time) (tier int, due time.Time) {
+	tier = min(max(deferrals-1, 0), maxDeferTier, len(p.Schedule)-1)
+	return tier, now.Add(p.jittered(p.Schedule[tier]))
 }
 
 // Bounds returns the earliest and latest due time Next can return for tier

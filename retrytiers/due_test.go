@@ -21,6 +21,33 @@ func policy(t *testing.T, schedule string, r float64) retrytiers.Policy {
 	return p
 }
 
+// TestPolicyDefer: a deferral spends no attempt; the first waits the
+// first tier, every further one in a row the second, never a later one.
+func TestPolicyDefer(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := policy(t, retrytiers.DefaultSchedule, 0.5) // jitter 5%
+	for _, tc := range []struct {
+		deferrals int
+		tier      int
+		due       time.Duration
+	}{
+		{0, 0, 31500 * time.Millisecond}, // 0 is treated as 1
+		{1, 0, 31500 * time.Millisecond},
+		{2, 1, 126 * time.Second},
+		{3, 1, 126 * time.Second},
+		{50, 1, 126 * time.Second},
+	} {
+		tier, due := p.Defer(tc.deferrals, t0)
+		require.Equal(t, tc.tier, tier, "deferral %d", tc.deferrals)
+		require.Equal(t, t0.Add(tc.due), due, "deferral %d", tc.deferrals)
+	}
+	one := policy(t, "5s", 0)
+	tier, due := one.Defer(4, t0)
+	require.Equal(t, 0, tier, "a one-tier schedule defers to its only tier")
+	require.Equal(t, t0.Add(5*time.Second), due)
+}
+
 func TestPolicyNext(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -335,7 +335,7 @@ func (r *runner) record(src *kgo.Record, d *delivery.Delivery) *kgo.Record {
 	fresh := *d
 	fresh.Attempt = 1
 	fresh.FirstAttempt, fresh.DueAt = time.Time{}, time.Time{}
-	fresh.LastStatus, fresh.LastError, fresh.ClientErrors = 0, "", 0
+	fresh.LastStatus, fresh.LastError, fresh.ClientErrors, fresh.Deferrals = 0, "", 0, 0
 	fresh.ReplayID = r.row.ID
 	rec := fresh.Record(r.deps.Names.Deliveries)
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderSource,

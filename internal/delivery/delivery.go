@@ -38,6 +38,7 @@ const (
 	HeaderLastError    = "hookd-last-error"    // error class of the previous attempt, if any
 	HeaderReplayID     = "hookd-replay-id"     // set on records re-sent by a replay
 	HeaderClientErrors = "hookd-client-errors" // count of consistent 4xx answers so far
+	HeaderDeferrals    = "hookd-deferrals"     // deferrals in a row since the last attempt (no attempt spent)
 )
 
 // Delivery is one event for one endpoint.
@@ -59,7 +60,12 @@ type Delivery struct {
 	LastError  string
 	// ClientErrors counts consistent 4xx answers (the 3-strikes rule).
 	ClientErrors int
-	ReplayID     string
+	// Deferrals counts the times in a row the dispatcher deferred the
+	// delivery without an attempt (its endpoint's backlog was full, or
+	// its account was over its fair share); an attempt resets it. Each
+	// deferral waits longer (retrytiers.Policy.Defer).
+	Deferrals int
+	ReplayID  string
 	// Body is the exact JSON the endpoint receives.
 	Body []byte
 }
@@ -245,6 +251,9 @@ func (d *Delivery) Record(topic string) *kgo.Record {
 	if d.ClientErrors != 0 {
 		w.int(HeaderClientErrors, d.ClientErrors)
 	}
+	if d.Deferrals != 0 {
+		w.int(HeaderDeferrals, d.Deferrals)
+	}
 	w.str(HeaderReplayID, d.ReplayID)
 	return w.r
 }
@@ -264,7 +273,7 @@ func (d *Delivery) headerCount() (n, size int) {
 			size += len(time.RFC3339Nano) + 6 // the longest, with a 5-digit year and -07:00 as Z
 		}
 	}
-	for _, i := range [...]int{1, d.LastStatus, d.ClientErrors} { // 1: the attempt, always there
+	for _, i := range [...]int{1, d.LastStatus, d.ClientErrors, d.Deferrals} { // 1: the attempt, always there
 		if i != 0 {
 			n++
 			size += 20
@@ -345,7 +354,7 @@ func decoded(key string) bool {
 	switch key {
 	case HeaderDeliveryID, HeaderEventID, HeaderEventType, HeaderEndpointID, HeaderAccount,
 		HeaderEventCreated, HeaderAttempt, HeaderFirstAttempt, HeaderDueAt, HeaderLastStatus,
-		HeaderLastError, HeaderClientErrors, HeaderReplayID:
+		HeaderLastError, HeaderClientErrors, HeaderDeferrals, HeaderReplayID:
 		return true
 	}
 	return false
@@ -404,6 +413,11 @@ func (d *Delivery) set(key, v string) error {
 		d.LastError = v
 	case HeaderClientErrors:
 		d.ClientErrors, err = strconv.Atoi(v)
+	case HeaderDeferrals:
+		d.Deferrals, err = strconv.Atoi(v)
+		if err == nil && d.Deferrals < 0 {
+			err = errors.New("must not be negative")
+		}
 	case HeaderReplayID:
 		d.ReplayID = v
 	}

@@ -21,7 +21,8 @@ func TestRoundTrip(t *testing.T) {
 	in := &delivery.Delivery{
 		ID: delivery.ID("evt_1", "ep_1"), EventID: "evt_1", EventType: "invoice.paid", EndpointID: "ep_1",
 		Account: "acct_1", EventCreated: created, Attempt: 3, FirstAttempt: created.Add(time.Second),
-		DueAt: created.Add(time.Minute), LastStatus: 503, LastError: "http_5xx", ClientErrors: 1, ReplayID: "rpl_1", Body: b,
+		DueAt: created.Add(time.Minute), LastStatus: 503, LastError: "http_5xx", ClientErrors: 1, Deferrals: 2,
+		ReplayID: "rpl_1", Body: b,
 	}
 	rec := in.Record("webhooks.retry.30s")
 	require.Equal(t, "ep_1", string(rec.Key))
@@ -47,6 +48,9 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		"empty body":  func(r *kgo.Record) { r.Value = nil },
 		"bad attempt": func(r *kgo.Record) {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: delivery.HeaderAttempt, Value: []byte("zero")})
+		},
+		"negative deferrals": func(r *kgo.Record) {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: delivery.HeaderDeferrals, Value: []byte("-1")})
 		},
 	}
 	for name, mutate := range cases {

@@ -37,6 +37,9 @@ func recordReference(d *Delivery, topic string) *kgo.Record {
 	if d.ClientErrors != 0 {
 		add(HeaderClientErrors, strconv.Itoa(d.ClientErrors))
 	}
+	if d.Deferrals != 0 {
+		add(HeaderDeferrals, strconv.Itoa(d.Deferrals))
+	}
 	add(HeaderReplayID, d.ReplayID)
 	return r
 }
@@ -57,12 +60,12 @@ func idReference(eventID, endpointID string) string {
 // the same id.
 func FuzzRecord(f *testing.F) {
 	created := time.Date(2026, 11, 30, 1, 2, 3, 456, time.UTC).UnixNano()
-	f.Add("evt_1", "invoice.paid", "ep_1", "acct_1", created, 1, int64(0), int64(0), 0, "", 0, "")
-	f.Add("evt_1", "t", "ep_1", "a", created, 3, created+1e9, created+6e10, 503, "http_5xx", 1, "rpl_1")
-	f.Add("", "", "", "", int64(0), -5, int64(-1), int64(1), -1, "x", -7, "r")
-	f.Add(strings.Repeat("e", 300), "t", "ep", "a", int64(-62167219200000000), 0, int64(0), int64(0), 0, "", 0, "")
+	f.Add("evt_1", "invoice.paid", "ep_1", "acct_1", created, 1, int64(0), int64(0), 0, "", 0, 0, "")
+	f.Add("evt_1", "t", "ep_1", "a", created, 3, created+1e9, created+6e10, 503, "http_5xx", 1, 2, "rpl_1")
+	f.Add("", "", "", "", int64(0), -5, int64(-1), int64(1), -1, "x", -7, -3, "r")
+	f.Add(strings.Repeat("e", 300), "t", "ep", "a", int64(-62167219200000000), 0, int64(0), int64(0), 0, "", 0, 0, "")
 	f.Fuzz(func(t *testing.T, eventID, eventType, endpointID, account string, createdNanos int64, attempt int,
-		firstNanos, dueNanos int64, lastStatus int, lastError string, clientErrors int, replayID string) {
+		firstNanos, dueNanos int64, lastStatus int, lastError string, clientErrors, deferrals int, replayID string) {
 		at := func(n int64) time.Time {
 			if n == 0 {
 				return time.Time{}
@@ -71,7 +74,8 @@ func FuzzRecord(f *testing.F) {
 		}
 		d := &Delivery{ID: ID(eventID, endpointID), EventID: eventID, EventType: eventType, EndpointID: endpointID, Account: account,
 			EventCreated: at(createdNanos), Attempt: attempt, FirstAttempt: at(firstNanos), DueAt: at(dueNanos),
-			LastStatus: lastStatus, LastError: lastError, ClientErrors: clientErrors, ReplayID: replayID, Body: []byte(`{}`)}
+			LastStatus: lastStatus, LastError: lastError, ClientErrors: clientErrors, Deferrals: deferrals, ReplayID: replayID,
+			Body: []byte(`{}`)}
 		if want := idReference(eventID, endpointID); d.ID != want {
 			t.Fatalf("ID(%q, %q) = %s, want %s", eventID, endpointID, d.ID, want)
 		}
