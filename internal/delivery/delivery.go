@@ -62,8 +62,9 @@ type Delivery struct {
 	ClientErrors int
 	// Deferrals counts the times in a row the dispatcher deferred the
 	// delivery without an attempt (its endpoint's backlog was full, or
-	// its account was over its fair share); an attempt resets it. Each
-	// deferral waits longer (retrytiers.Policy.Defer).
+	// its account was over its fair share); an attempt resets it. The
+	// first deferral waits on the first retry tier, the next ones on the
+	// second (retrytiers.Policy.Defer).
 	Deferrals int
 	ReplayID  string
 	// Body is the exact JSON the endpoint receives.
