@@ -274,6 +274,17 @@ type receiver struct {
 	handle   func(w http.ResponseWriter, r *http.Request)
 }
 
+// hangUntil is a receiver's handler that answers only once release is
+// closed (or the request is cancelled).
+func hangUntil(release <-chan struct{}) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+}
+
 func newReceiver(t testing.TB, handle func(w http.ResponseWriter, r *http.Request)) *receiver {
 	rc := &receiver{ids: map[string]int{}, bodies: map[string][]byte{}, headers: map[string]http.Header{}, handle: handle}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,7 +2,6 @@ package dispatcher_test
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -33,16 +32,11 @@ func TestIsolation(t *testing.T) {
 			const healthy, perEndpoint = 50, 200
 			b := setup(t, setupOpts{partitions: 12})
 			release := make(chan struct{})
-			slow := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
-				// It answers only once the test releases it, after every
-				// healthy delivery is done: at least as slow as the issue's
-				// 30s endpoint, whatever the machine's speed. The 30s goal
-				// itself is a timing goal: the elapsed time is logged.
-				select {
-				case <-release:
-				case <-r.Context().Done():
-				}
-			})
+			// It answers only once the test releases it, after every
+			// healthy delivery is done: at least as slow as the issue's
+			// 30s endpoint, whatever the machine's speed. The 30s goal
+			// itself is a timing goal: the elapsed time is logged.
+			slow := newReceiver(t, hangUntil(release))
 			// Its own long timeout, so the requests really hang until released.
 			b.eps.set(dispatcher.Target{ID: "ep_slow", URL: slow.srv.URL, Timeout: 10 * time.Minute})
 			fast := make([]*receiver, healthy)

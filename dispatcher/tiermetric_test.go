@@ -2,7 +2,6 @@ package dispatcher_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -57,12 +56,7 @@ func TestTierOldestDueAge(t *testing.T) {
 	b := setup(t, setupOpts{partitions: 1})
 	clk := fakeclock.New(t0)
 	release := make(chan struct{})
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	rc := newReceiver(t, hangUntil(release))
 	b.eps.set(dispatcher.Target{ID: "ep_one", URL: rc.srv.URL, MaxInFlight: 1, Timeout: 60 * time.Second})
 	tier30s, tier2m := b.names.Retry[0], b.names.Retry[1]
 	reg := prometheus.NewRegistry()

@@ -79,12 +79,7 @@ func TestBacklogDefersToFirstTier(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{partitions: 1})
 	release := make(chan struct{})
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	rc := newReceiver(t, hangUntil(release))
 	b.eps.set(dispatcher.Target{ID: "ep_busy", URL: rc.srv.URL, MaxInFlight: 1, Timeout: 60 * time.Second})
 	var ds []*delivery.Delivery
 	for i := range 20 {
@@ -141,12 +136,7 @@ func TestRepeatedDeferralsWaitOnTheSecondTier(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{partitions: 1})
 	release := make(chan struct{})
-	busy := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	busy := newReceiver(t, hangUntil(release))
 	failing := newReceiver(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 	b.eps.set(dispatcher.Target{ID: "ep_busy", URL: busy.srv.URL, MaxInFlight: 1, Timeout: 60 * time.Second})
 	b.eps.set(dispatcher.Target{ID: "ep_fail", URL: failing.srv.URL, MaxInFlight: 1, Timeout: 60 * time.Second})
