@@ -48,7 +48,8 @@ check: ## go.mod tidy, and the command-line binaries build for Linux, macOS and 
 	done
 
 .PHONY: lint
-lint: check ## go mod tidy, cross-builds, go vet, gofmt and staticcheck.
+lint: check ## go mod tidy, cross-builds, links in the Markdown files, go vet, gofmt and staticcheck.
+	@scripts/check-links.sh
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...

@@ -90,6 +90,8 @@ type DisabledEndpoint struct {
 	ID      string
 	Account string
 	URL     string
+	// Description is the endpoint's description ("" when none is set).
+	Description string
 	// Reason is DisableReasonGone, DisableReasonFailing, or, for an endpoint
 	// disabled by another tool, the text of disabled_reason before its first ':'.
 	Reason string
@@ -494,7 +496,7 @@ const disabledReasonFailing = `'` + DisableReasonFailing + `: failing continuous
 
 const disabledReasonGone = `'` + DisableReasonGone + `: the endpoint answered 410 Gone'`
 
-const disabledReturning = `RETURNING e.id, e.account, e.url, e.disabled_reason, e.failing_since, e.disabled_at`
+const disabledReturning = `RETURNING e.id, e.account, e.url, e.description, e.disabled_reason, e.failing_since, e.disabled_at`
 
 // Disable the active endpoints of the batch that answered 410 after their
 // last success, or whose failures started before the cutoff ($2).

@@ -217,7 +217,10 @@ func TestEndpointHealth(t *testing.T) {
 	write(t, db, t0, rec("d4", "ep1", 5, attempt.OutcomeCircuitOpen, attempt.NextRetry))
 	require.True(t, health("ep1").FailingSince.IsZero())
 
-	// Failing for longer than disable-after disables it.
+	// Failing for longer than disable-after disables it; the owner alert
+	// names the endpoint by its description too.
+	_, err := db.Store.Pool().Exec(ctx, `UPDATE webhooks.endpoints SET description = 'billing webhooks' WHERE id = 'ep2'`)
+	require.NoError(t, err)
 	write(t, db, t0, rec("d5", "ep2", 1, attempt.OutcomeRetry, attempt.NextRetry))
 	res := write(t, db, t0.Add(71*time.Hour), rec("d5", "ep2", 2, attempt.OutcomeRetry, attempt.NextRetry))
 	require.Empty(t, res.Disabled)
@@ -226,6 +229,7 @@ func TestEndpointHealth(t *testing.T) {
 	require.Len(t, res.Disabled, 1)
 	require.Equal(t, "ep2", res.Disabled[0].ID)
 	require.Equal(t, store.DisableReasonFailing, res.Disabled[0].Reason)
+	require.Equal(t, "billing webhooks", res.Disabled[0].Description)
 	h := health("ep2")
 	require.Equal(t, "disabled", h.Status)
 	require.Contains(t, h.DisabledReason, "failing continuously since 2026-03-10T12:01:00Z")
@@ -236,6 +240,7 @@ func TestEndpointHealth(t *testing.T) {
 	owed, err := db.Store.PendingDisabledNotifications(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, owed, 1)
+	require.Equal(t, "billing webhooks", owed[0].Description)
 	require.NoError(t, db.Store.MarkDisabledNotified(ctx, "ep2", owed[0].DisabledAt))
 	owed, err = db.Store.PendingDisabledNotifications(ctx, 10)
 	require.NoError(t, err)

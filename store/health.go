@@ -36,7 +36,7 @@ func (s *Store) DisableFailingEndpoints(ctx context.Context, now time.Time, afte
 // PendingDisabledNotifications lists, oldest first and at most limit, the
 // disabled endpoints whose endpoint.disabled event has not been produced yet.
 func (s *Store) PendingDisabledNotifications(ctx context.Context, limit int) ([]DisabledEndpoint, error) {
-	disabled, err := collectDisabled(s.pool.Query(ctx, `SELECT e.id, e.account, e.url, e.disabled_reason, e.failing_since, e.disabled_at
+	disabled, err := collectDisabled(s.pool.Query(ctx, `SELECT e.id, e.account, e.url, e.description, e.disabled_reason, e.failing_since, e.disabled_at
 		FROM webhooks.endpoints e
 		WHERE e.status = 'disabled' AND e.disabled_notified_at IS NULL AND e.disabled_at IS NOT NULL
 		ORDER BY e.disabled_at, e.id LIMIT $1`, limit))
@@ -107,7 +107,7 @@ func collectDisabled(rows pgx.Rows, err error) ([]DisabledEndpoint, error) {
 		var d DisabledEndpoint
 		var reason *string
 		var failing *time.Time
-		if err := row.Scan(&d.ID, &d.Account, &d.URL, &reason, &failing, &d.DisabledAt); err != nil {
+		if err := row.Scan(&d.ID, &d.Account, &d.URL, &d.Description, &reason, &failing, &d.DisabledAt); err != nil {
 			return d, err
 		}
 		if reason != nil {

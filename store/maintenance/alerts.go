@@ -101,7 +101,7 @@ func DisabledAlert(d store.DisabledEndpoint, portalBase string) Alert {
 		how, reason = "automatic", d.Reason
 	}
 	return Alert{ID: alertID(AlertEndpointDisabled, d.ID, d.DisabledAt), Account: d.Account, Type: AlertEndpointDisabled,
-		Created: d.DisabledAt.UTC(), Data: AlertData{EndpointID: d.ID, FailingSince: d.FailingSince.UTC(), Reason: reason,
+		Created: d.DisabledAt.UTC(), Data: AlertData{EndpointID: d.ID, Description: d.Description, FailingSince: d.FailingSince.UTC(), Reason: reason,
 			Disabled: how, DisabledAt: d.DisabledAt.UTC(), PortalURL: portalLink(portalBase, d.ID, false)}}
 }
 

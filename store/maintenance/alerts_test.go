@@ -20,9 +20,10 @@ func TestAlertFormat(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 4, 0, 0, 0, 0, time.UTC)
 	auto := maintenance.DisabledAlert(store.DisabledEndpoint{ID: "ep_1", Account: "acct_1", URL: "https://x.example/h?token=s3cret",
-		Reason: "failing", Detail: "failing: failing continuously since ...", DisabledAt: at}, "https://hooks.example.com")
+		Description: "billing webhooks", Reason: "failing", Detail: "failing: failing continuously since ...", DisabledAt: at}, "https://hooks.example.com")
 	require.Equal(t, "hookd.endpoint.disabled:ep_1:1767484800000000000", auto.ID)
 	require.Equal(t, "automatic", auto.Data.Disabled)
+	require.Equal(t, "billing webhooks", auto.Data.Description) // docs/topics.md: included when set
 	require.Equal(t, "failing", auto.Data.Reason)
 	require.Equal(t, "https://hooks.example.com/portal/endpoints/ep_1", auto.Data.PortalURL)
 	manual := maintenance.DisabledAlert(store.DisabledEndpoint{ID: "ep_1", Account: "acct_1", Reason: "disabled in the portal by alice",
