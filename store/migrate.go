@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -95,4 +96,37 @@ func newProvider(db *sql.DB, logger *slog.Logger, opts ...goose.ProviderOption) 
 		opts = append(opts, goose.WithSlog(logger))
 	}
 	return goose.NewProvider(goose.DialectPostgres, db, sub, opts...)
+}
+
+// ErrSchemaBehind is returned by CheckSchema when the database's webhooks
+// schema is missing or older than this binary's migrations.
+var ErrSchemaBehind = errors.New("run `hookd migrate` against this database first")
+
+// CheckSchema reports, as ErrSchemaBehind naming both versions, a database
+// whose schema this binary cannot use: none at all, or one older than its
+// newest migration. Tools that only read and write rows (hookctl) call it
+// so that a fresh database gets advice instead of a raw SQL error.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	want, err := SchemaVersion()
+	if err != nil {
+		return err
+	}
+	// Two queries: Postgres resolves a table name while it plans, so one
+	// query cannot ask whether the table exists and then read it.
+	var have *int64
+	var exists bool
+	err = s.pool.QueryRow(ctx, `SELECT to_regclass('webhooks.goose_db_version') IS NOT NULL`).Scan(&exists)
+	if err == nil && exists {
+		err = s.pool.QueryRow(ctx, `SELECT max(version_id) FROM webhooks.goose_db_version WHERE is_applied`).Scan(&have)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the schema version: %s", oneLine(err))
+	}
+	switch {
+	case have == nil || *have == 0:
+		return fmt.Errorf("the database has no hookd schema: %w", ErrSchemaBehind)
+	case *have < want:
+		return fmt.Errorf("the database's hookd schema is at version %d, this binary needs %d: %w", *have, want, ErrSchemaBehind)
+	}
+	return nil
 }

@@ -48,7 +48,8 @@ type CLI struct {
 }
 
 // Globals are the connection and output flags every command shares. They
-// are grouped, so a command's --help lists its own flags first.
+// are grouped: hookctl --help lists them after the commands, and a
+// command's --help only names them.
 type Globals struct {
 	Output        string   `name:"output" short:"o" enum:"table,json" default:"table" env:"HOOKCTL_OUTPUT" group:"output" help:"Output format: table or json."`
 	DatabaseURL   string   `name:"database-url" env:"HOOKD_DATABASE_URL,DATABASE_URL" group:"connection" help:"Postgres URL. Empty uses the standard PG* variables."`
@@ -94,7 +95,8 @@ func (g *Globals) TopicsConfig() (topics.Config, error) {
 	return cfg, nil
 }
 
-// Store opens Postgres; an unreachable database is a usage error (exit 2).
+// Store opens Postgres; an unreachable database, or one without hookd's
+// current schema (it says to run hookd migrate), is a usage error (exit 2).
 func (g *Globals) Store(ctx context.Context) (*store.Store, error) {
 	cfg := store.Config{DatabaseURL: g.DatabaseURL}
 	if _, err := store.ParsePoolConfig(cfg); err != nil {
@@ -104,6 +106,10 @@ func (g *Globals) Store(ctx context.Context) (*store.Store, error) {
 	defer cancel()
 	st, err := store.Open(ctx, cfg, g.logger)
 	if err != nil {
+		return nil, Usage(err)
+	}
+	if err := st.CheckSchema(ctx); err != nil {
+		st.Close()
 		return nil, Usage(err)
 	}
 	return st, nil
@@ -135,7 +141,8 @@ func (e UsageError) Unwrap() error { return e.Err }
 // Usage wraps err as a UsageError.
 func Usage(err error) error { return UsageError{err} }
 
-// helpGroups title the shared flags, listed after each command's own.
+// helpGroups title the shared flags: listed after the commands in hookctl
+// --help, named in one line in a command's (cmdline.SharedFlagsOnce).
 var helpGroups = []kong.Group{
 	{Key: "output", Title: "Output:"},
 	{Key: "connection", Title: "Connection (every command; also from the environment):"},
@@ -147,7 +154,7 @@ var helpGroups = []kong.Group{
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cli CLI
 	kctx, code, done := cmdline.Parse(&cli, "hookctl", "hookctl operates hookd: endpoints, deliveries, dead letters, replay and topics.",
-		args, stdout, stderr, helpGroups...)
+		args, stdout, stderr, kong.ExplicitGroups(helpGroups), cmdline.SharedFlagsOnce("connection", "kafka-security"))
 	if done {
 		return code
 	}

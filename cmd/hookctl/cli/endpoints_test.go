@@ -195,3 +195,13 @@ func TestEndpointsBadInput(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Equal(t, 1, strings.Count(out, `"id"`), "only the first endpoint: %s", out)
 }
+
+// A database nobody migrated gets advice, not a raw SQL error (issue 32: it
+// exited 1 with `relation "webhooks.endpoints" does not exist`).
+func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewUnmigrated(t)
+	code, _, errOut := hookctl(t, db, "endpoints", "list", "--account", "acct_1")
+	require.Equal(t, hookctlcli.ExitUsage, code, errOut)
+	require.Equal(t, "hookctl: the database has no hookd schema: run `hookd migrate` against this database first\n", errOut)
+}
