@@ -358,6 +358,6 @@ func (h *Handler) startReplay(w http.ResponseWriter, r *http.Request, s *session
 		h.logger.InfoContext(baseCtx, "portal replay finished", "replay_id", row.ID, "replayed", res.Replayed, "skipped", res.Skipped)
 	})
 	h.audit(r.Context(), s, "replay", row.ID, req.Reason)
-	return h.redirect(w, r, s, back, notice{Text: "Replay " + row.ID + " started: each dead letter goes out again with its own webhook-id, a fresh timestamp and signature.",
+	return h.redirect(w, r, s, back, notice{Text: "Replay " + row.ID + " started: each dead letter goes out again with the same webhook-id as before, a fresh timestamp and signature.",
 		Link: "/portal/replays", LinkText: "Follow it in the replay audit"})
 }

@@ -446,6 +446,8 @@ func TestReplayFromThePortalReachesTheReceiver(t *testing.T) {
 	p = c.submit("/portal/deliveries/"+d.ID, "/portal/deliveries/"+d.ID+"/replay", url.Values{"reason": {"receiver fixed"}})
 	require.Equal(t, 200, p.Status, p.Body)
 	require.Contains(t, p.Body, "started")
+	// A replay keeps the webhook-id (receivers dedupe on it): the notice says so.
+	require.Contains(t, p.Body, "with the same webhook-id as before")
 	wait.For(t, 30*time.Second, "the replay to reach the receiver", func() bool { return rc.delivered(evt) })
 	wait.For(t, 30*time.Second, "the delivery to show delivered", func() bool {
 		got, err := b.db.Store.GetDelivery(ctx, "acct_a", d.ID)
