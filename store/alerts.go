@@ -121,12 +121,14 @@ const maxAlertSweepHours = 48
 
 // Aggregate the dead letters of [from, to) by endpoint and hour, leaving out
 // hookd's own operational events (an alert about failed alerts would feed
-// itself).
+// itself) and deliveries that are no longer dead (replayed or resent and
+// delivered since): the alert is about what still needs the owner.
 const aggregateDeadLetters = `INSERT INTO webhooks.dead_letter_alerts (endpoint_id, hour, account, count, sample_event_ids)
-SELECT a.endpoint_id, date_trunc('hour', a.started_at, 'UTC'), d.account, count(*),
+SELECT a.endpoint_id, date_trunc('hour', a.started_at, 'UTC'), d.account, count(DISTINCT a.delivery_id),
 	(array_agg(a.event_id ORDER BY a.started_at, a.event_id))[1:5] -- MaxDeadLetterSamples
 FROM webhooks.attempts a JOIN webhooks.deliveries d ON d.id = a.delivery_id
 WHERE a.next_action = 'dead_letter' AND a.started_at >= $1 AND a.started_at < $2 AND d.event_type NOT LIKE 'hookd.%'
+	AND d.status = 'dead'
 GROUP BY 1, 2, 3
 ON CONFLICT DO NOTHING`
 
@@ -200,17 +202,19 @@ type DeadLetterCounts struct {
 	LastHour, LastDay int64
 }
 
-// CountDeadLetters counts the dead letters of the endpoints ids of account
-// in the hour and the day before now.
+// CountDeadLetters counts the deliveries of the endpoints ids of account
+// dead-lettered in the hour and the day before now that are still dead: the
+// banner counts what its link (the delivery log's dead deliveries) lists, not
+// dead letters replayed and delivered since.
 func (s *Store) CountDeadLetters(ctx context.Context, account string, ids []string, now time.Time) (map[string]DeadLetterCounts, error) {
 	if account == "" {
 		return nil, errors.New("counting dead letters: the account is required")
 	}
 	rows, err := s.pool.Query(ctx, `SELECT a.endpoint_id,
-			count(*) FILTER (WHERE a.started_at >= $3), count(*)
-		FROM webhooks.attempts a
+			count(DISTINCT a.delivery_id) FILTER (WHERE a.started_at >= $3), count(DISTINCT a.delivery_id)
+		FROM webhooks.attempts a JOIN webhooks.deliveries d ON d.id = a.delivery_id
 		WHERE a.endpoint_id = ANY($2::text[]) AND a.next_action = 'dead_letter' AND a.started_at >= $4
-			AND (a.account = $1 OR a.account IS NULL)
+			AND (a.account = $1 OR a.account IS NULL) AND d.status = 'dead'
 		GROUP BY a.endpoint_id`, account, ids, now.Add(-time.Hour), now.Add(-24*time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("counting dead letters: %s", oneLine(err))

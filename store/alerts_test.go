@@ -52,7 +52,8 @@ func TestFailingWarnedOncePerEpisode(t *testing.T) {
 }
 
 // N dead letters of one endpoint in one hour are one alert with count N;
-// sweeping again (a restart) adds nothing.
+// sweeping again (a restart) adds nothing. A dead letter replayed and
+// delivered since counts neither in the alert nor in the portal's banner.
 func TestDeadLetterHoursAggregatedOnce(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -63,6 +64,8 @@ func TestDeadLetterHoursAggregatedOnce(t *testing.T) {
 		recs = append(recs, rec(fmt.Sprintf("dd%d", i), "ep_d", 1, attempt.OutcomeRetry, attempt.NextDeadLetter))
 	}
 	write(t, db, t0.Add(time.Hour), recs...)
+	write(t, db, t0.Add(time.Hour), rec("dd7", "ep_d", 1, attempt.OutcomeRetry, attempt.NextDeadLetter))
+	write(t, db, t0.Add(time.Hour), rec("dd7", "ep_d", 2, attempt.OutcomeDelivered, attempt.NextDone)) // replayed
 	// The first sweep of a fresh database takes the last whole hour only.
 	n, err := db.Store.SweepDeadLetterHours(ctx, t0.Add(time.Hour))
 	require.NoError(t, err)
