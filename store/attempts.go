@@ -324,7 +324,7 @@ func applyDeliveryState(oneEach bool) string {
 UPDATE webhooks.deliveries d SET
 	status = CASE WHEN ` + movesState + ` THEN s.new_status ELSE d.status END,
 	last_status_code = CASE WHEN ` + movesState + ` THEN s.status_code ELSE d.last_status_code END,
-	last_error = CASE WHEN ` + movesState + ` THEN s.last_error ELSE d.last_error END,
+	last_error = CASE WHEN ` + movesState + ` THEN ` + keepRealError + ` ELSE d.last_error END,
 	next_due_at = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'retrying' THEN s.next_due_at END ELSE d.next_due_at END,
 	dead_reason = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'dead' THEN s.dead_reason END ELSE d.dead_reason END,
 	dlq_topic = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'dead' THEN s.dlq_topic END ELSE d.dlq_topic END,
@@ -376,6 +376,15 @@ const movesState = `(s.new_status IS NOT NULL
 	AND (d.status NOT IN ('delivered', 'dead')
 		OR s.replay_id IS NOT NULL
 		OR (d.status = 'dead' AND s.new_status = 'delivered')))`
+
+// keepRealError is a delivery's last error after attempt s: an attempt the
+// open breaker refused says nothing new about the receiver, so the error
+// that opened it (a DNS failure, a 503) stays visible beside it instead of
+// being replaced by "circuit breaker open" (issue 32).
+const keepRealError = `CASE
+		WHEN s.outcome <> 'circuit_open' OR d.last_error IS NULL OR d.last_error = '' THEN s.last_error
+		WHEN d.last_error LIKE 'circuit breaker open%' THEN d.last_error
+		ELSE 'circuit breaker open (last error: ' || d.last_error || ')' END`
 
 // inlineFields pairs the columns of a delivery row that hold an attempt
 // with the attempt's.

@@ -358,3 +358,30 @@ func TestEndpointHealthToTheSecond(t *testing.T) {
 	require.True(t, h.FailingSince.IsZero())
 	require.True(t, h.LastSuccessAt.Equal(t0.Add(5*time.Second)))
 }
+
+// An attempt refused by the open breaker keeps the error that opened it in
+// the delivery's last error (issue 32: a DNS failure was replaced by
+// "circuit breaker open" in the portal's Last status).
+func TestCircuitOpenKeepsTheRealLastError(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	addEndpoint(t, db, "ep1")
+	lastError := func() string {
+		var e string
+		require.NoError(t, db.Store.Pool().QueryRow(context.Background(),
+			`SELECT last_error FROM webhooks.deliveries WHERE id = 'd1'`).Scan(&e))
+		return e
+	}
+	dns := rec("d1", "ep1", 1, attempt.OutcomeRetry, attempt.NextRetry)
+	dns.StatusCode, dns.ErrorClass, dns.Error = 0, "dns_error", "lookup hooks.example: no such host"
+	write(t, db, t0, dns)
+	require.Equal(t, "lookup hooks.example: no such host", lastError())
+	for n := 2; n <= 3; n++ { // twice: the second refusal does not nest the text
+		open := rec("d1", "ep1", n, attempt.OutcomeCircuitOpen, attempt.NextRetry)
+		open.StatusCode, open.ErrorClass, open.Error = 0, "circuit_open", "circuit breaker open"
+		write(t, db, t0, open)
+		require.Equal(t, "circuit breaker open (last error: lookup hooks.example: no such host)", lastError())
+	}
+	write(t, db, t0, rec("d1", "ep1", 4, attempt.OutcomeRetry, attempt.NextRetry))
+	require.Equal(t, "http_5xx", lastError(), "a real answer replaces it")
+}
