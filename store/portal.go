@@ -599,8 +599,9 @@ type PortalSearchHit struct {
 }
 
 // PortalSearch finds, across accounts, the endpoint (live or deleted),
-// delivery or event with id q, and the accounts whose name starts with q;
-// at most 50 hits.
+// delivery or event with id q, and the accounts whose name starts with q
+// (with their live endpoints counted apart from deleted ones); at most 50
+// hits.
 func (s *Store) PortalSearch(ctx context.Context, q string) ([]PortalSearchHit, error) {
 	rows, err := s.pool.Query(ctx, `
 		(SELECT 'endpoint', id, account, CASE WHEN deleted_at IS NULL THEN '' ELSE 'deleted' END
@@ -612,7 +613,9 @@ func (s *Store) PortalSearch(ctx context.Context, q string) ([]PortalSearchHit, 
 		(SELECT 'event', id, account, 'event ' || event_id || ': ' || event_type || ' to ' || endpoint_id || ', ' || status
 			FROM webhooks.deliveries WHERE event_id = $1 ORDER BY account, endpoint_id LIMIT 20)
 		UNION ALL
-		(SELECT 'account', account, account, count(*) || ' endpoint id(s)'
+		(SELECT 'account', account, account, count(*) FILTER (WHERE deleted_at IS NULL) || ' endpoint(s)'
+				|| CASE WHEN count(*) FILTER (WHERE deleted_at IS NOT NULL) > 0
+					THEN ', ' || count(*) FILTER (WHERE deleted_at IS NOT NULL) || ' deleted' ELSE '' END
 			FROM webhooks.endpoint_ids WHERE starts_with(account, $1) GROUP BY account ORDER BY account LIMIT 20)
 		LIMIT 50`, q)
 	if err != nil {

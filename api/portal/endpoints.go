@@ -142,6 +142,7 @@ func (h *Handler) endpointData(r *http.Request, s *session) (endpointView, error
 	for _, sec := range e.Secrets {
 		v.Secrets = append(v.Secrets, clipN(sec, 10))
 	}
+	v.ResendSince = formatTime(recoverSince(e, h.now()))
 	if rs := r.URL.Query().Get("resend_since"); rs != "" {
 		if t, err := parseUTC("resend since", rs); err == nil {
 			v.ResendSince = formatTime(t)
@@ -353,4 +354,14 @@ func (h *Handler) recoverRequest(r *http.Request, s *session, e endpoint.Endpoin
 	f := replay.Filter{EndpointID: e.ID, Account: e.Account, Since: since, Until: until}
 	return replay.Request{Kind: replay.KindResend, Actor: s.Actor(), Reason: reason, Account: s.Account, Filter: f,
 		Limit: h.cfg.ReplayLimit, Rate: h.cfg.ReplayRate}, nil
+}
+
+// recoverSince is the recovery form's default start: when the endpoint's
+// current failures began, or else a day ago (the dead letters its banner
+// counts), so nobody has to type an ISO timestamp to recover.
+func recoverSince(e endpoint.Endpoint, now time.Time) time.Time {
+	if !e.FailingSince.IsZero() {
+		return e.FailingSince
+	}
+	return now.Add(-24 * time.Hour).Truncate(time.Minute)
 }

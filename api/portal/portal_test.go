@@ -68,7 +68,11 @@ func TestLinkOpensEveryPage(t *testing.T) {
 	require.Contains(t, c.get("/portal/deliveries?code=5xx").Body, d.ID)
 	require.NotContains(t, c.get("/portal/deliveries?code=2xx").Body, d.ID)
 	require.NotContains(t, c.get("/portal/deliveries?status=delivered").Body, d.ID)
-	require.NotContains(t, html.UnescapeString(c.get("/portal/endpoints/"+e.ID).Body), e.Secrets[0])
+	page := html.UnescapeString(c.get("/portal/endpoints/" + e.ID).Body)
+	require.NotContains(t, page, e.Secrets[0])
+	// Recover starts filled in (when the failures began, here): no ISO
+	// timestamp to type (issue 32).
+	require.Regexp(t, `name="since" value="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"`, page)
 
 	// The link is used up; the session goes on.
 	c2 := b.client(t)
