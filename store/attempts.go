@@ -225,9 +225,10 @@ ON CONFLICT DO NOTHING`
 
 // deliverySource is, per delivery of the batch whose row exists (or, with
 // rowExists false, does not exist yet), its newest new attempt (by start
-// time, then attempt number), its highest attempt number among the
-// attempts actually made, and the fields (il_*) of the attempt its row is
-// to hold, if holds. Window functions rather than joins: the staging table
+// time, then attempt number), how many of its new attempts were made
+// (made_count: a count, not the highest attempt number, because a replay
+// numbers its attempts from 1 again), and the fields (il_*) of the attempt
+// its row is to hold, if holds. Window functions rather than joins: the staging table
 // has no statistics, and the planner would nest loops over it. With
 // oneEach (no delivery has two attempts in the batch: the common case,
 // which WriteAttempts knows from the records) each attempt is its
@@ -258,7 +259,7 @@ func deliverySource(rowExists, oneEach bool) string {
 	const made = `outcome NOT IN ('deferred', 'skipped')`
 	latest := `w AS (
 	SELECT f.*,
-		COALESCE(max(attempt) FILTER (WHERE ` + made + `) OVER (PARTITION BY delivery_id), 0) AS max_attempt,
+		count(*) FILTER (WHERE ` + made + `) OVER (PARTITION BY delivery_id) AS made_count,
 		bool_or(inline) OVER (PARTITION BY delivery_id) AS holds,
 		` + joinFields(func(f [2]string) string { return "first_value(" + f[1] + ") OVER held AS il_" + f[1] }) + `
 	FROM f
@@ -270,7 +271,7 @@ latest AS (
 `
 	if oneEach {
 		latest = `latest AS (
-	SELECT f.*, CASE WHEN ` + made + ` THEN attempt ELSE 0 END AS max_attempt, inline AS holds,
+	SELECT f.*, CASE WHEN ` + made + ` THEN 1 ELSE 0 END AS made_count, inline AS holds,
 		` + joinFields(func(f [2]string) string { return f[1] + " AS il_" + f[1] }) + `
 	FROM f
 ),
@@ -299,7 +300,7 @@ func insertDeliveries(oneEach bool) string {
 INSERT INTO webhooks.deliveries AS d (id, event_id, endpoint_id, account, event_type, status, attempts,
 	last_status_code, last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset,
 	event_created_at, delivered_at, last_attempt_at, ` + inlineColumns + `)
-SELECT s.delivery_id, s.event_id, s.endpoint_id, s.account, s.event_type, COALESCE(s.new_status, 'pending'), s.max_attempt,
+SELECT s.delivery_id, s.event_id, s.endpoint_id, s.account, s.event_type, COALESCE(s.new_status, 'pending'), s.made_count,
 	s.status_code, s.last_error,
 	CASE WHEN s.new_status = 'retrying' THEN s.next_due_at END,
 	CASE WHEN s.new_status = 'dead' THEN s.dead_reason END,
@@ -315,8 +316,8 @@ ORDER BY s.delivery_id`
 }
 
 // Move existing rows to the state of their newest attempt when it is newer
-// than the one they reflect, raising their attempt count in the same
-// update. A terminal row (delivered, dead) only moves on
+// than the one they reflect, adding their new attempts to its count in the
+// same update (fresh attempts only, so a batch written twice counts once). A terminal row (delivered, dead) only moves on
 // for a replay's attempt, or from dead to delivered (the endpoint did get
 // it); never back to retrying because a stale or duplicated attempt arrived.
 func applyDeliveryState(oneEach bool) string {
@@ -332,12 +333,12 @@ UPDATE webhooks.deliveries d SET
 	dlq_offset = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'dead' THEN s.dlq_offset END ELSE d.dlq_offset END,
 	delivered_at = CASE WHEN ` + movesState + ` THEN CASE WHEN s.new_status = 'delivered' THEN s.finished_at END ELSE d.delivered_at END,
 	last_attempt_at = CASE WHEN ` + movesState + ` THEN s.started_at ELSE d.last_attempt_at END,
-	attempts = GREATEST(d.attempts, s.max_attempt),
+	attempts = d.attempts + s.made_count,
 	` + holdInline + `,
 	updated_at = now()
 FROM src s
 WHERE d.id = s.delivery_id AND d.id = ANY (ARRAY(SELECT delivery_id FROM src)) AND d.account = s.account
-	AND (` + movesState + ` OR d.attempts < s.max_attempt OR (s.holds AND d.a_id IS NULL))`
+	AND (` + movesState + ` OR s.made_count > 0 OR (s.holds AND d.a_id IS NULL))`
 }
 
 // The statements of both kinds of batch, rendered once.
