@@ -1,7 +1,7 @@
 // Command hookbench is hookd's end-to-end benchmark: the real binaries, real
-// Postgres, an open-loop load generator, receivers on 127.0.0.1 and three
-// baselines measured in the same run (see docs/benchmarks.md). `make bench`
-// runs it against a throwaway Postgres.
+// Postgres, an open-loop load generator, receivers on 127.0.0.1 (https by
+// default, --scheme) and three baselines measured in the same run (see
+// docs/benchmarks.md). `make bench` runs it against a throwaway Postgres.
 package main
 
 import (
