@@ -26,6 +26,10 @@ type OneHost struct {
 	ConnsPer1000             float64 `json:"connections_opened_per_1000_deliveries"`
 	FullHandshakesPer1000    float64 `json:"full_tls_handshakes_per_1000_deliveries"`
 	ResumedHandshakesPer1000 float64 `json:"resumed_tls_handshakes_per_1000_deliveries"`
+	// Unshaken are the measured load's connections without a completed
+	// TLS handshake (closed by the client before it, or failed); over
+	// https only.
+	Unshaken int64 `json:"connections_without_tls_handshake"`
 	// WarmupConns and WarmupHandshakes are the warm-up's (full and
 	// resumed together).
 	WarmupConns      int64 `json:"warmup_connections_opened"`
@@ -76,7 +80,7 @@ func (b *bench) oneHost(ctx context.Context) error {
 	oh.Lost += lost
 	pc, lat, times := healthyLatencies(s, l, ok, start, b.cfg.Phase, nil)
 	oh.Deliveries, oh.Requests, oh.P50Ms, oh.P99Ms = pc.N, rc.Total()-reqBefore, pc.P50, pc.P99
-	oh.count(before, after)
+	oh.count(before, after, b.tls != nil)
 	if b.tls == nil {
 		oh.Protocols = map[string]int64{"http/1.1 (cleartext)": after.opened}
 	}
@@ -92,10 +96,13 @@ func (b *bench) oneHost(ctx context.Context) error {
 
 // count fills the connection and handshake figures from the receiver's
 // counters before and after the measured load.
-func (oh *OneHost) count(before, after connSnapshot) {
+func (oh *OneHost) count(before, after connSnapshot, tls bool) {
 	oh.ConnsOpened = after.opened - before.opened
 	oh.FullHandshakes = after.full - before.full
 	oh.ResumedHandshakes = after.resumed - before.resumed
+	if tls {
+		oh.Unshaken = max(0, oh.ConnsOpened-oh.FullHandshakes-oh.ResumedHandshakes)
+	}
 	oh.WarmupConns, oh.WarmupHandshakes = before.opened, before.full+before.resumed
 	oh.PeakOpen, oh.OpenAtEnd = after.peakOpen, after.opened-after.closed
 	oh.Protocols = after.protos

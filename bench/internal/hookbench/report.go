@@ -303,7 +303,11 @@ func (r *Results) oneHostTable(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "| %d endpoints on one host (%.0f events/s, after %.0f s warm-up) | value | goal | |\n|---|---|---|---|\n", oh.Endpoints, oh.Rate, oh.WarmupS)
 	fmt.Fprintf(b, "| deliveries (requests) measured | %d (%d) | | |\n", oh.Deliveries, oh.Requests)
-	fmt.Fprintf(b, "| connections opened per 1,000 deliveries | %.2f (%d) | | |\n", oh.ConnsPer1000, oh.ConnsOpened)
+	unshaken := ""
+	if https {
+		unshaken = fmt.Sprintf("; %d without a completed TLS handshake", oh.Unshaken)
+	}
+	fmt.Fprintf(b, "| connections opened per 1,000 deliveries | %.2f (%d%s) | | |\n", oh.ConnsPer1000, oh.ConnsOpened, unshaken)
 	if https {
 		fmt.Fprintf(b, "| TLS handshakes per 1,000 deliveries: full + resumed | %.2f + %.2f (%d + %d) | %s | %s |\n",
 			oh.FullHandshakesPer1000, oh.ResumedHandshakesPer1000, oh.FullHandshakes, oh.ResumedHandshakes, goal, mark)
