@@ -35,6 +35,9 @@ type ClusterConfig struct {
 	DispatchArgs []string
 	// LogLevel of every process. Defaults to "info".
 	LogLevel string
+	// Env is added to every process's environment (KEY=value), for
+	// example SSL_CERT_FILE to trust a test CA. Defaults to none.
+	Env []string
 }
 
 func (c *ClusterConfig) setDefaults() {
@@ -123,7 +126,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 func (c *Cluster) Migrate(ctx context.Context) error {
 	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	p, err := StartProc("migrate", c.cfg.Bin, nil, c.logPath("migrate"), "migrate", "--database-url", c.cfg.DatabaseURL)
+	p, err := StartProc("migrate", c.cfg.Bin, c.cfg.Env, c.logPath("migrate"), "migrate", "--database-url", c.cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -196,7 +199,7 @@ func (c *Cluster) StartProcess(ctx context.Context, name string) error {
 		c.mu.Unlock()
 		return err
 	}
-	p, err := StartProc(name, c.cfg.Bin, nil, c.logPath(name), args...)
+	p, err := StartProc(name, c.cfg.Bin, c.cfg.Env, c.logPath(name), args...)
 	if err != nil {
 		c.mu.Unlock()
 		return err

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -99,6 +100,13 @@ type ReceiverOptions struct {
 	// SkipVerify skips signature verification (benchmark baselines that
 	// measure the sender, not the receiver, still verify by default).
 	SkipVerify bool
+	// TLS, if set, makes the receiver serve https with it (HTTP/2 and
+	// HTTP/1.1 offered over ALPN); URL then starts with https://.
+	// Defaults to nil: plain http.
+	TLS *tls.Config
+	// ConnState, if set, is the server's http.Server.ConnState hook (the
+	// benchmark counts connections with it). Defaults to nil.
+	ConnState func(net.Conn, http.ConnState)
 }
 
 // StartReceiver listens on 127.0.0.1:0.
@@ -107,15 +115,25 @@ func StartReceiver(opts ReceiverOptions) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
+	scheme := "http://"
+	if opts.TLS != nil {
+		scheme = "https://"
+	}
 	r := &Receiver{
-		URL: "http://" + ln.Addr().String(), ln: ln, endpoints: map[string]*recvEndpoint{},
+		URL: scheme + ln.Addr().String(), ln: ln, endpoints: map[string]*recvEndpoint{},
 		counts: map[pairKey]int{}, firstOK: map[pairKey]time.Time{}, keepAll: opts.KeepRequests, onFirst: opts.OnFirst2xx,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /e/{id}", func(w http.ResponseWriter, req *http.Request) { r.serve(w, req, !opts.SkipVerify) })
 	mux.HandleFunc("/trap", func(w http.ResponseWriter, req *http.Request) { r.trapHits.Add(1) })
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = r.srv.Serve(ln) }()
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: opts.TLS, ConnState: opts.ConnState}
+	go func() {
+		if opts.TLS != nil {
+			_ = r.srv.ServeTLS(ln, "", "") // certificates from opts.TLS
+			return
+		}
+		_ = r.srv.Serve(ln)
+	}()
 	return r, nil
 }
 

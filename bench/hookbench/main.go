@@ -1,7 +1,7 @@
 // Command hookbench is hookd's end-to-end benchmark: the real binaries, real
-// Postgres, an open-loop load generator, receivers on 127.0.0.1 and three
-// baselines measured in the same run (see docs/benchmarks.md). `make bench`
-// runs it against a throwaway Postgres.
+// Postgres, an open-loop load generator, receivers on 127.0.0.1 (https by
+// default, --scheme) and three baselines measured in the same run (see
+// docs/benchmarks.md). `make bench` runs it against a throwaway Postgres.
 package main
 
 import (
@@ -18,9 +18,11 @@ import (
 	"github.com/hookd/hookd/bench/internal/hookbench"
 )
 
+const phaseHelp = "saturation (with it latency, scaleout, b0, b1, b2 and the further --postgres settings), latency, scaleout, b0, b1, b2, isolation, tenancy, memory, onehost (1,000 endpoints on one receiver: connections and TLS handshakes per 1,000 deliveries)"
+
 func main() {
 	var cfg hookbench.Config
-	var skip, mem, pg string
+	var skip, phases, mem, pg string
 	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres server (wal_level=logical) to create benchmark databases on (DATABASE_URL)")
 	flag.StringVar(&cfg.Out, "out", "bench-results", "directory for results.md, results.json, throughput.png and latency_cdf.png")
 	flag.IntVar(&cfg.Endpoints, "endpoints", 1000, "receiver endpoints, one account each")
@@ -41,22 +43,21 @@ func main() {
 	flag.StringVar(&pg, "postgres", "durable,fsync-off", "Postgres settings, comma-separated, the first the headline (every phase), each further one B2 and saturation again: durable (fsync=on, synchronous_commit=on), fsync-off, as-is (the server's own settings, no ALTER SYSTEM); hookbench sets them with ALTER SYSTEM and puts them back at the end")
 	flag.IntVar(&cfg.ScaleOutDispatchers, "scaleout-dispatchers", 3, "dispatch processes of the scale-out phase (saturation again on a fresh stack, against --dispatchers); negative skips it")
 	flag.StringVar(&mem, "memory-endpoints", "10000,100000", "endpoint counts of the memory phase")
-	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: saturation (with it latency, scaleout, b0, b1, b2 and the further --postgres settings),latency,scaleout,isolation,tenancy,memory,b0,b1,b2")
+	flag.StringVar(&cfg.Scheme, "scheme", hookbench.SchemeHTTPS, "receivers' scheme: https (a CA generated for the run; hookd and river-sender trust it through SSL_CERT_FILE, B0 and B1 through their client's RootCAs; HTTP/2 and HTTP/1.1 offered over ALPN) or http (the runs before issue 28)")
+	flag.IntVar(&cfg.OneHostEndpoints, "onehost-endpoints", 1000, "endpoints (one account each) on the single receiver of the onehost phase")
+	flag.Float64Var(&cfg.OneHostRate, "onehost-rate", 1000, "events/s of the onehost phase (warm-up and measured load)")
+	flag.DurationVar(&cfg.OneHostWarmup, "onehost-warmup", 5*time.Second, "load of the onehost phase before connections and handshakes are counted (the measured load lasts --phase)")
+	flag.StringVar(&skip, "skip", "", "phases to skip, comma-separated: "+phaseHelp)
+	flag.StringVar(&phases, "phases", "", "phases to run, comma-separated (the others are skipped; default all): "+phaseHelp)
 	flag.Parse()
-	if cfg.InsertBatch < 1 {
-		fmt.Fprintln(os.Stderr, "hookbench: --insert-batch must be at least 1")
-		os.Exit(2)
-	}
 	var err error
 	if cfg.Postgres, err = hookbench.ParsePostgresModes(pg); err != nil {
 		fmt.Fprintln(os.Stderr, "hookbench:", err)
 		os.Exit(2)
 	}
-	cfg.Skip = map[string]bool{}
-	for _, s := range strings.Split(skip, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			cfg.Skip[s] = true
-		}
+	if cfg.Skip, err = hookbench.ParseSkip(skip, phases); err != nil {
+		fmt.Fprintln(os.Stderr, "hookbench:", err)
+		os.Exit(2)
 	}
 	for _, s := range strings.Split(mem, ",") {
 		var n int

@@ -4,7 +4,10 @@
 // LOCKED). It lives in its own module so that River never enters hookd's
 // go.mod. It reads the deliveries to make from a JSON file, inserts one job
 // each (in batches, while the workers already run), POSTs the signed body
-// (Standard Webhooks) and prints one JSON line with what it measured.
+// (Standard Webhooks) and prints one JSON line with what it measured. Its
+// HTTP client is net/http's default transport (HTTP/2 where the receiver
+// offers it over TLS); it trusts https receivers through the system roots,
+// which hookbench points at its run's CA with SSL_CERT_FILE.
 package main
 
 import (

@@ -3,6 +3,7 @@ package hookbench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,10 +25,16 @@ import (
 	"github.com/hookd/hookd/internal/delivery"
 )
 
-func newHTTPClient() *http.Client {
+// newHTTPClient is B0's and B1's client: net/http's default transport
+// (HTTP/2 where the receiver offers it over TLS) trusting the run's CA.
+func (b *bench) newHTTPClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	tr.MaxIdleConns = 1024
+	if b.tls != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: b.tls.Pool, MinVersion: tls.VersionTLS12,
+			ClientSessionCache: tls.NewLRUClientSessionCache(0)}
+	}
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
@@ -66,7 +73,7 @@ func benchBody(id string) []byte {
 func (b *bench) b0(ctx context.Context, s *stack) error {
 	b.setPhase("B0: plain HTTP loop")
 	s.resetReceivers()
-	cl := newHTTPClient()
+	cl := b.newHTTPClient()
 	d := b.cfg.Phase
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -100,7 +107,7 @@ func (b *bench) b0(ctx context.Context, s *stack) error {
 func (b *bench) b1(ctx context.Context, s *stack) error {
 	b.setPhase("B1: naive dispatcher")
 	s.resetReceivers()
-	cl := newHTTPClient()
+	cl := b.newHTTPClient()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Phase)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -165,6 +172,10 @@ func (b *bench) b2(ctx context.Context, s *stack) (b2Run, error) {
 	cpuBefore, selfBefore := b.pgCPU.Read(), selfCPU()
 	cmd := exec.CommandContext(ctx, b.riverBin, "--database-url", dbURL, "--deliveries", f, "--workers", "256",
 		"--insert-batch", strconv.Itoa(b.cfg.InsertBatch), "--timeout", "5m")
+	if b.tls != nil {
+		// river-sender's net/http client trusts the CA the way hookd does.
+		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+b.tls.CAFile)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -52,6 +52,8 @@ type Results struct {
 		OutboxShare float64 `json:"outbox_share"`
 		OfferedRate float64 `json:"offered_rate"`
 		InsertBatch int     `json:"insert_batch"`
+		// Scheme is how the receivers served: https or http.
+		Scheme string `json:"scheme"`
 	} `json:"config"`
 	// Saturation: end-to-end deliveries/s with the offered load above
 	// capacity; GeneratedRate is what the generator managed to commit.
@@ -65,6 +67,7 @@ type Results struct {
 	MemoryMiB     map[string]map[string]float64 `json:"memory_peak_rss_mib_by_endpoints"`
 	Isolation     *Isolation                    `json:"isolation"`
 	Tenancy       *Tenancy                      `json:"tenancy"`
+	OneHost       *OneHost                      `json:"one_host"`
 	B0            float64                       `json:"b0_plain_http_loop_per_second"`
 	B1            float64                       `json:"b1_naive_dispatcher_per_second"`
 	B2            float64                       `json:"b2_river_per_second"`
@@ -180,13 +183,18 @@ type bench struct {
 	pgCPU    pgcpu.Meter
 	bin      string
 	riverBin string
-	res      *Results
-	phase    atomic.Value // string
+	// tls is the receivers' CA and certificate; nil over http.
+	tls   *receiverTLS
+	res   *Results
+	phase atomic.Value // string
 }
 
 // Run runs every phase and writes the results under cfg.Out.
 func Run(ctx context.Context, cfg Config) (*Results, error) {
 	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
 	}
@@ -201,7 +209,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	c := &b.res.Config
 	c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate = cfg.Endpoints, cfg.Receivers, float64(cfg.Latency)/1e6, cfg.FailRate
 	c.Dispatchers, c.Partitions, c.OutboxShare, c.OfferedRate = cfg.Dispatchers, cfg.Partitions, cfg.OutboxShare, cfg.OfferedRate
-	c.InsertBatch = cfg.InsertBatch
+	c.InsertBatch, c.Scheme = cfg.InsertBatch, cfg.Scheme
+	if cfg.Scheme == SchemeHTTPS {
+		if b.tls, err = newReceiverTLS(binDir); err != nil {
+			return nil, err
+		}
+	}
 	cfg.Logger.Info("hookbench: building hookd")
 	if b.bin, err = chaos.BuildHookd(ctx, binDir); err != nil {
 		return nil, err
@@ -264,8 +277,8 @@ func (b *bench) runAll(ctx context.Context) error {
 	return nil
 }
 
-// otherPhases runs the phases on stacks of their own: isolation, tenancy
-// and memory.
+// otherPhases runs the phases on stacks of their own: isolation, tenancy,
+// memory and one host.
 func (b *bench) otherPhases(ctx context.Context) error {
 	if !b.cfg.Skip["isolation"] {
 		if err := b.isolation(ctx); err != nil {
@@ -282,6 +295,11 @@ func (b *bench) otherPhases(ctx context.Context) error {
 			if err := b.memory(ctx, n); err != nil {
 				return fmt.Errorf("memory with %d endpoints: %w", n, err)
 			}
+		}
+	}
+	if !b.cfg.Skip["onehost"] {
+		if err := b.oneHost(ctx); err != nil {
+			return fmt.Errorf("one host: %w", err)
 		}
 	}
 	return nil

@@ -12,9 +12,13 @@
 // saturation and B2 with fsync=off (switched with ALTER SYSTEM); it
 // reports Postgres rows, WAL and server CPU per delivery, each pipeline
 // stage's latency at 50% of saturation (hookd_stage_latency_seconds read
-// from every process) and the saturation phase with 3 dispatchers. It
-// writes a Markdown table, a JSON file and PNG plots. It never sends a
-// request anywhere but 127.0.0.1 and stops by itself.
+// from every process), the saturation phase with 3 dispatchers, and
+// connections and TLS handshakes per 1,000 deliveries with 1,000 endpoints
+// on one receiver (onehost). The receivers serve https by default, with a
+// CA generated for the run that the hookd processes and river-sender
+// trust through SSL_CERT_FILE (Config.Scheme). It writes a Markdown
+// table, a JSON file and PNG plots. It never sends a request anywhere but
+// 127.0.0.1 and stops by itself.
 //
 // Internal: only hookd's own packages can import it.
 package hookbench
@@ -26,6 +30,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,8 +106,21 @@ type Config struct {
 	// scale-out phase (saturation again, on a fresh stack); a negative
 	// value skips it. Defaults to 3.
 	ScaleOutDispatchers int
-	// Skip names phases not to run (saturation, latency, scaleout,
-	// isolation, tenancy, memory, b0, b1, b2).
+	// Scheme is how the receivers serve: "https" (a CA generated for the
+	// run, trusted by the hookd processes and river-sender through
+	// SSL_CERT_FILE, by B0 and B1 through their client's RootCAs) or
+	// "http". Defaults to "https".
+	Scheme string
+	// OneHostEndpoints is the number of endpoints (one account each) on
+	// the single receiver of the one-host phase. Defaults to 1000.
+	OneHostEndpoints int
+	// OneHostRate is the event rate of the one-host phase. Defaults to
+	// 1000.
+	OneHostRate float64
+	// OneHostWarmup is how long the one-host phase offers load before it
+	// starts counting connections and handshakes. Defaults to 5s.
+	OneHostWarmup time.Duration
+	// Skip names phases not to run (see Phases).
 	Skip map[string]bool
 	// Logger prints the progress line.
 	Logger *slog.Logger
@@ -163,12 +181,88 @@ func (c *Config) setDefaults() {
 	if c.ScaleOutDispatchers == 0 {
 		c.ScaleOutDispatchers = 3
 	}
+	if c.Scheme == "" {
+		c.Scheme = SchemeHTTPS
+	}
+	if c.OneHostEndpoints == 0 {
+		c.OneHostEndpoints = 1000
+	}
+	if c.OneHostRate == 0 {
+		c.OneHostRate = 1000
+	}
+	if c.OneHostWarmup == 0 {
+		c.OneHostWarmup = 5 * time.Second
+	}
 	if c.Skip == nil {
 		c.Skip = map[string]bool{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+}
+
+func (c *Config) validate() error {
+	if c.Scheme != SchemeHTTPS && c.Scheme != SchemeHTTP {
+		return fmt.Errorf("scheme %q: want %s or %s", c.Scheme, SchemeHTTPS, SchemeHTTP)
+	}
+	if c.InsertBatch < 1 {
+		return fmt.Errorf("insert batch %d: must be at least 1", c.InsertBatch)
+	}
+	if c.OneHostEndpoints < 1 || c.OneHostRate <= 0 || c.OneHostWarmup < 0 {
+		return fmt.Errorf("one-host phase: %d endpoints at %.0f events/s after %s warm-up: want at least 1 endpoint, a positive rate and warm-up",
+			c.OneHostEndpoints, c.OneHostRate, c.OneHostWarmup)
+	}
+	for name := range c.Skip {
+		if !slices.Contains(Phases, name) {
+			return fmt.Errorf("phase %q: want one of %s", name, strings.Join(Phases, ", "))
+		}
+	}
+	return nil
+}
+
+// Phases are the phase names --skip and --phases take. latency, scaleout,
+// b0, b1, b2 and the further Postgres settings run on (or after) the
+// saturation phase's stack: skipping saturation skips them too.
+var Phases = []string{"saturation", "latency", "scaleout", "b0", "b1", "b2", "isolation", "tenancy", "memory", "onehost"}
+
+// ParseSkip turns --skip and --phases (comma-separated phase names, either
+// may be empty) into Config.Skip: the phases in skip, and with phases
+// non-empty every phase not in it.
+func ParseSkip(skip, phases string) (map[string]bool, error) {
+	out := map[string]bool{}
+	names := func(list string) ([]string, error) {
+		var ns []string
+		for _, n := range strings.Split(list, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				continue
+			}
+			if !slices.Contains(Phases, n) {
+				return nil, fmt.Errorf("unknown phase %q: want one of %s", n, strings.Join(Phases, ", "))
+			}
+			ns = append(ns, n)
+		}
+		return ns, nil
+	}
+	sk, err := names(skip)
+	if err != nil {
+		return nil, err
+	}
+	run, err := names(phases)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(phases) != "" && len(run) == 0 {
+		return nil, fmt.Errorf("--phases %q names no phase", phases)
+	}
+	for _, p := range Phases {
+		if len(run) > 0 && !slices.Contains(run, p) {
+			out[p] = true
+		}
+	}
+	for _, n := range sk {
+		out[n] = true
+	}
+	return out, nil
 }
 
 // endpointInfo is one registered endpoint.
@@ -187,6 +281,8 @@ type stack struct {
 	pool      *pgxpool.Pool
 	kafka     *kgo.Client
 	receivers []*chaos.Receiver
+	// conns counts each receiver's connections and TLS handshakes.
+	conns     []*connStats
 	endpoints []endpointInfo
 	byID      map[string]*endpointInfo
 	dir       string
@@ -202,6 +298,8 @@ type stackParams struct {
 	timeout time.Duration
 	// noStart registers endpoints without starting the roles.
 	noStart bool
+	// receivers overrides Config.Receivers.
+	receivers int
 }
 
 func (b *bench) newStack(ctx context.Context, p stackParams) (*stack, error) {
@@ -221,9 +319,18 @@ func (b *bench) newStack(ctx context.Context, p stackParams) (*stack, error) {
 	if p.dispatchers == 0 {
 		p.dispatchers = b.cfg.Dispatchers
 	}
+	if p.receivers == 0 {
+		p.receivers = b.cfg.Receivers
+	}
+	var env []string
+	if b.tls != nil {
+		// The way an operator makes hookd trust a private CA, without a
+		// hookd flag.
+		env = append(env, "SSL_CERT_FILE="+b.tls.CAFile)
+	}
 	s.cluster, err = chaos.NewCluster(chaos.ClusterConfig{Bin: b.bin, DatabaseURL: dbURL, Dir: s.dir,
 		Partitions: p.partitions, Dispatchers: p.dispatchers, RetrySchedule: "1s,2s,4s,8s",
-		RequestTimeout: p.timeout, LogLevel: "warn"})
+		RequestTimeout: p.timeout, LogLevel: "warn", Env: env})
 	if err != nil {
 		return nil, err
 	}
@@ -239,12 +346,18 @@ func (b *bench) newStack(ctx context.Context, p stackParams) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	for range b.cfg.Receivers {
-		rc, err := chaos.StartReceiver(chaos.ReceiverOptions{})
+	for range p.receivers {
+		st := newConnStats()
+		opts := chaos.ReceiverOptions{ConnState: st.connState}
+		if b.tls != nil {
+			opts.TLS = b.tls.serverConfig(st)
+		}
+		rc, err := chaos.StartReceiver(opts)
 		if err != nil {
 			return nil, err
 		}
 		s.receivers = append(s.receivers, rc)
+		s.conns = append(s.conns, st)
 	}
 	rows := make([][]any, 0, p.endpoints)
 	s.endpoints = make([]endpointInfo, p.endpoints)

@@ -16,6 +16,9 @@ const (
 	goalRowsPerDelivery    = 1.5
 	goalDispatchCostOverB0 = 0.4
 	goalHookdCostOverB0    = 0.8
+	// Issue 28: TLS handshakes (full and resumed) per 1,000 deliveries
+	// to 1,000 endpoints on one host, after warm-up.
+	goalOneHostHandshakesPer1000 = 1.0
 )
 
 // met marks a goal: "met" or "**not met**", "" without a measurement.
@@ -35,14 +38,15 @@ func (r *Results) Markdown() string {
 	var b strings.Builder
 	c := r.Config
 	fmt.Fprintf(&b, "hookbench run of %s on %s\n\n", r.Started.Format("2006-01-02 15:04 MST"), r.Machine)
-	fmt.Fprintf(&b, "%d endpoints on %d receivers (%.0f ms answer, %.0f%% first-attempt 503), %d dispatcher(s), %d partitions, %.0f%% of events through the outbox, %d events per application transaction (saturation and B2); Postgres %s (%s)\n\n",
-		c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate*100, c.Dispatchers, c.Partitions, c.OutboxShare*100, c.InsertBatch, r.Postgres, r.PostgresSettings)
+	fmt.Fprintf(&b, "%d endpoints on %d receivers over %s (%.0f ms answer, %.0f%% first-attempt 503), %d dispatcher(s), %d partitions, %.0f%% of events through the outbox, %d events per application transaction (saturation and B2); Postgres %s (%s)\n\n",
+		c.Endpoints, c.Receivers, schemeText(c.Scheme), c.LatencyMs, c.FailRate*100, c.Dispatchers, c.Partitions, c.OutboxShare*100, c.InsertBatch, r.Postgres, r.PostgresSettings)
 	r.mainTable(&b)
 	r.settingsTable(&b)
 	r.cpuByPartyTable(&b)
 	r.stagesTable(&b)
 	r.procTable(&b)
 	r.scaleOutTable(&b)
+	r.oneHostTable(&b)
 	r.writesTable(&b)
 	r.memoryTable(&b)
 	if len(r.Notes) > 0 {
@@ -269,6 +273,49 @@ func (r *Results) procTable(b *strings.Builder) {
 		fmt.Fprintf(b, "| of which WAL senders (the relay's logical decoding) | | %.3f | | |\n", w.WALSenderCPUUsPerDelivery/1000)
 	}
 	b.WriteString("\n")
+}
+
+// schemeText names the receivers' scheme for the header (results of
+// runs before --scheme have none: they were all http).
+func schemeText(s string) string {
+	switch s {
+	case SchemeHTTPS:
+		return "https (a CA of the run, trusted through SSL_CERT_FILE)"
+	case "":
+		return "http"
+	}
+	return s
+}
+
+// oneHostTable is the one-host phase: connections and TLS handshakes per
+// 1,000 deliveries with every endpoint on one receiver.
+func (r *Results) oneHostTable(b *strings.Builder) {
+	oh := r.OneHost
+	if oh == nil {
+		return
+	}
+	https := r.Config.Scheme == SchemeHTTPS
+	hs := float64(oh.FullHandshakes + oh.ResumedHandshakes)
+	goal, mark := "", ""
+	if https && oh.Deliveries > 0 {
+		per := hs * 1000 / float64(oh.Deliveries)
+		goal, mark = fmt.Sprintf("<= %.0f", goalOneHostHandshakesPer1000), met(true, per <= goalOneHostHandshakesPer1000)
+	}
+	fmt.Fprintf(b, "| %d endpoints on one host (%.0f events/s, after %.0f s warm-up) | value | goal | |\n|---|---|---|---|\n", oh.Endpoints, oh.Rate, oh.WarmupS)
+	fmt.Fprintf(b, "| deliveries (requests) measured | %d (%d) | | |\n", oh.Deliveries, oh.Requests)
+	unshaken := ""
+	if https {
+		unshaken = fmt.Sprintf("; %d without a completed TLS handshake", oh.Unshaken)
+	}
+	fmt.Fprintf(b, "| connections opened per 1,000 deliveries | %.2f (%d%s) | | |\n", oh.ConnsPer1000, oh.ConnsOpened, unshaken)
+	if https {
+		fmt.Fprintf(b, "| TLS handshakes per 1,000 deliveries: full + resumed | %.2f + %.2f (%d + %d) | %s | %s |\n",
+			oh.FullHandshakesPer1000, oh.ResumedHandshakesPer1000, oh.FullHandshakes, oh.ResumedHandshakes, goal, mark)
+	}
+	fmt.Fprintf(b, "| warm-up: connections opened / TLS handshakes | %d / %d | | |\n", oh.WarmupConns, oh.WarmupHandshakes)
+	fmt.Fprintf(b, "| connections open at most / at the end | %d / %d | | |\n", oh.PeakOpen, oh.OpenAtEnd)
+	fmt.Fprintf(b, "| protocol: the phase's TLS handshakes by ALPN protocol (over http: its connections) | %s | | |\n", protocolList(oh.Protocols))
+	fmt.Fprintf(b, "| commit-to-receiver p50 / p99 ms; lost | %.1f / %.1f; %d | | |\n\n", oh.P50Ms, oh.P99Ms, oh.Lost)
 }
 
 // scaleOutTable compares the saturation phase with more dispatchers.
