@@ -138,3 +138,48 @@ func nesting(b []byte) int {
 		}
 	}
 }
+
+// FuzzDataIssue holds dataIssue to encoding/json: decoding replaces each
+// byte that is not UTF-8 and each unpaired surrogate escape with U+FFFD,
+// so, for JSON that spells no U+FFFD itself, dataIssue refuses exactly
+// the data whose decoded strings (keys and values) hold a U+FFFD.
+func FuzzDataIssue(f *testing.F) {
+	for _, s := range []string{`{"k":"\ud800"}`, `{"k":"\ud83d\ude00"}`, `{"k":"\\ud800"}`, `{"\udc00":1}`, `["\ud83d\u0041"]`,
+		`"\uDBFF\uDFFF"`, "{\"k\":\"\xff\"}", "\"\xed\xa0\x80\"", "\"caf\xc3\xa9\"", `"\ud83d\ud83d\ude00"`, `"\\\ud800"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lower := bytes.ToLower(b)
+		if !json.Valid(b) || bytes.Contains(lower, []byte("ufffd")) || bytes.Contains(b, []byte("\uFFFD")) {
+			return
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return
+		}
+		replaced := hasReplacement(v)
+		if why := dataIssue(b); (why != "") != replaced {
+			t.Fatalf("%q: dataIssue says %q, encoding/json decodes a U+FFFD: %v", b, why, replaced)
+		}
+	})
+}
+
+func hasReplacement(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.ContainsRune(v, utf8.RuneError)
+	case []any:
+		for _, x := range v {
+			if hasReplacement(x) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, x := range v {
+			if hasReplacement(k) || hasReplacement(x) {
+				return true
+			}
+		}
+	}
+	return false
+}
