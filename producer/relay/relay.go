@@ -501,6 +501,9 @@ func (r *Relay) waitForLock(ctx context.Context) (*store.LeaderLock, error) {
 		if err != nil || lock != nil {
 			return lock, err
 		}
+		// Another relay leads: its readiness is the one that counts, not
+		// how this one's stream last ended.
+		r.stall.progress()
 		if !logged {
 			r.logger.InfoContext(ctx, "relay standing by: another relay holds the leader lock")
 			logged = true
