@@ -2,12 +2,17 @@ package relay_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -18,8 +23,10 @@ import (
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/producer/event"
 	"github.com/hookd/hookd/producer/router"
+	"github.com/hookd/hookd/store"
 )
 
 // poisonShape is one way an event can be impossible to deliver, written
@@ -89,18 +96,7 @@ func TestPoisonEventsAreDeadLetteredAlikeOnBothPaths(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	_, err := e.db.Store.CreateEndpoint(ctx, endpoint.Endpoint{ID: "ep_ok", Account: "acct_ok", URL: "http://127.0.0.1:1/ok",
-		Secrets: []string{endpoint.NewSecret()}})
-	require.NoError(t, err)
-	idx, err := endpoint.NewIndex(endpoint.IndexConfig{}, endpoint.IndexDeps{Source: e.db.Store, Logger: e.logger})
-	require.NoError(t, err)
-	start(t, idx.Run)
-	rt, err := router.New(router.Config{Topics: e.names}, router.Deps{Endpoints: idx,
-		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger})
-	require.NoError(t, err)
-	start(t, rt.Run)
-	dlq := collect(t, e.kafka, e.names.DLQ)
-	deliveries := collect(t, e.kafka, e.names.Deliveries)
+	dlq, deliveries := e.startRouter(t)
 	reg := prometheus.NewRegistry()
 	rl := e.newRelayWith(t, e.relayConfig(), reg)
 	start(t, rl.Run)
@@ -225,4 +221,99 @@ func TestStalledRelayIsNotReady(t *testing.T) {
 		require.NoError(t, rl.Ready(ctx), "an idle relay is not stalled")
 		<-time.After(50 * time.Millisecond) // the clock has to pass StallTimeout: nothing else to wait for
 	}
+}
+
+// sqlASCIIDB creates a migrated database of encoding SQL_ASCII for t: the
+// one kind of database whose jsonb columns hold bytes that are not UTF-8
+// (Postgres stores them unchecked), so the only way such data reaches the
+// relay.
+func sqlASCIIDB(t *testing.T) *pgtest.DB {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.BaseURL())
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "hookd_test_ascii_" + hex.EncodeToString(b[:])
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name+" ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+	require.NoError(t, err)
+	cfg := admin.Config()
+	dsn := fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", cfg.Host, cfg.Port, cfg.User, name)
+	if cfg.Password != "" {
+		dsn += " password=" + cfg.Password
+	}
+	st, err := store.Open(ctx, store.Config{DatabaseURL: dsn}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		st.Close()
+		conn, err := pgx.Connect(context.Background(), pgtest.BaseURL())
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		_, _ = conn.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active", name)
+		_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	_, err = st.Migrate(ctx)
+	require.NoError(t, err)
+	return &pgtest.DB{URL: dsn, Name: name, Store: st}
+}
+
+// TestNonUTF8RowIsDeadLetteredInvalidData: in a SQL_ASCII database an
+// outbox row's data can hold bytes that are not UTF-8 (raw 0xff, an
+// encoded surrogate). The relay publishes the row and the router
+// dead-letters it invalid_data, as it does the same envelope from any
+// producer; the normal row after it is fanned out once and the stream
+// never restarts. Before issue 29 both went to receivers.
+func TestNonUTF8RowIsDeadLetteredInvalidData(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.db = sqlASCIIDB(t)
+	ctx := context.Background()
+	dlq, deliveries := e.startRouter(t)
+	reg := prometheus.NewRegistry()
+	start(t, e.newRelayWith(t, e.relayConfig(), reg).Run)
+	e.waitStreaming(t)
+
+	// Written by Postgres itself: the server checks a client's UTF-8 even
+	// in a SQL_ASCII database.
+	for id, bytes := range map[string]string{"bad_ff": `chr(255)`, "bad_surrogate": `chr(237) || chr(160) || chr(128)`} {
+		_, err := e.db.Store.Pool().Exec(ctx, `INSERT INTO webhooks.outbox (id, account, type, payload)
+			VALUES ($1, 'acct_bad', 'inv.paid', ('{"x": "' || `+bytes+` || '"}')::jsonb)`, id)
+		require.NoError(t, err)
+	}
+	e.insertFor(t, "ok_after", "acct_ok")
+	waitFor(t, "both rows dead-lettered and the normal row fanned out", 30*time.Second, func() bool {
+		return dlq.len() >= 2 && deliveries.deliveries(t)["ok_after/ep_ok"] >= 1
+	})
+	dlq.mu.Lock()
+	for _, r := range dlq.recs {
+		p, err := deadletter.Read(r)
+		require.NoError(t, err)
+		require.Equal(t, deadletter.ReasonInvalidEnvelope, p.Reason)
+		require.Equal(t, string(event.ReasonInvalidData), p.ErrorClass)
+		require.Equal(t, "acct_bad", string(r.Key))
+	}
+	require.Len(t, dlq.recs, 2)
+	dlq.mu.Unlock()
+	require.Equal(t, map[string]int{"ok_after/ep_ok": 1}, deliveries.deliveries(t))
+	require.Equal(t, 0.0, metric(t, reg, "hookd_relay_stream_failures_total", ""))
+}
+
+// startRouter runs the endpoint index (endpoint ep_ok of acct_ok) and a
+// router, and collects the DLQ and the deliveries topic.
+func (e *env) startRouter(t *testing.T) (dlq, deliveries *collector) {
+	t.Helper()
+	_, err := e.db.Store.CreateEndpoint(context.Background(), endpoint.Endpoint{ID: "ep_ok", Account: "acct_ok", URL: "http://127.0.0.1:1/ok",
+		Secrets: []string{endpoint.NewSecret()}})
+	require.NoError(t, err)
+	idx, err := endpoint.NewIndex(endpoint.IndexConfig{}, endpoint.IndexDeps{Source: e.db.Store, Logger: e.logger})
+	require.NoError(t, err)
+	start(t, idx.Run)
+	rt, err := router.New(router.Config{Topics: e.names}, router.Deps{Endpoints: idx,
+		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger})
+	require.NoError(t, err)
+	start(t, rt.Run)
+	return collect(t, e.kafka, e.names.DLQ), collect(t, e.kafka, e.names.Deliveries)
 }
