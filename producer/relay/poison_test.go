@@ -55,7 +55,8 @@ var (
 // poisonShapes: the issue's deep nesting, size, encoding, and the other
 // fields a row can get wrong. Invalid UTF-8 and unpaired surrogates cannot
 // be in a jsonb column of a UTF-8 database: Postgres refuses the INSERT
-// (checked), so only the events topic can carry them.
+// (checked); TestNonUTF8RowIsDeadLetteredInvalidData writes them into a
+// SQL_ASCII database, which takes them.
 var poisonShapes = []poisonShape{
 	{name: "deep_nesting", class: event.ReasonInvalidJSON,
 		row:      `(id, account, type, payload) VALUES ('%[1]s', '%[2]s', 'inv.paid', (` + deepSQL + `)::jsonb)`,
