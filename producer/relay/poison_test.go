@@ -146,10 +146,7 @@ func TestPoisonEventsAreDeadLetteredAlikeOnBothPaths(t *testing.T) {
 	for _, r := range dlq.recs {
 		p, err := deadletter.Read(r)
 		require.NoError(t, err)
-		key := string(r.Key)
-		if strings.HasSuffix(key, " x") { // the account_with_space shape
-			key = strings.TrimSuffix(key, " x")
-		}
+		key := strings.TrimSuffix(string(r.Key), " x") // the account_with_space shape
 		name := strings.TrimPrefix(strings.TrimPrefix(key, "acct_outbox_"), "acct_ingress_")
 		wantReason := deadletter.ReasonInvalidEnvelope
 		if strings.HasPrefix(key, "acct_outbox_") && name == "oversize" {
