@@ -275,8 +275,13 @@ func marshalGeneral(e Envelope) ([]byte, error) {
 	}
 	b, err := json.Marshal(w)
 	if err != nil {
-		// Strings and a time always encode: data is the culprit.
-		return nil, invalid(ReasonInvalidJSON, "encoding envelope %s: %s", truncate(e.ID, 64), jsonError(err))
+		// Strings and a time always encode: data is the culprit. (A syntax
+		// error's offset is not data's: leave it out.)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			err = se
+		}
+		return nil, invalid(ReasonInvalidJSON, "encoding envelope %s: data: %s", truncate(e.ID, 64), err.Error())
 	}
 	return b, nil
 }
