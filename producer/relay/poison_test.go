@@ -64,6 +64,9 @@ var poisonShapes = []poisonShape{
 	{name: "oversize", class: event.ReasonOversize,
 		row:      `(id, account, type, payload) VALUES ('%[1]s', '%[2]s', 'inv.paid', jsonb_build_object('x', repeat('a', 300*1024)))`,
 		envelope: `{"id":"%[1]s","account":"%[2]s","type":"inv.paid","data":{"x":"` + strings.Repeat("a", 300<<10) + `"}}`},
+	{name: "long_account", class: event.ReasonOversize, // the dead letter's key is the account: clipped
+		row:      `(id, account, type) VALUES ('%[1]s', '%[2]s' || repeat('a', 2*1024*1024), 'inv.paid')`,
+		envelope: `{"id":"%[1]s","account":"%[2]s` + strings.Repeat("a", 300<<10) + `","type":"inv.paid"}`},
 	{name: "data_not_object", class: event.ReasonInvalidData,
 		row:      `(id, account, type, payload) VALUES ('%[1]s', '%[2]s', 'inv.paid', '[1,2]')`,
 		envelope: `{"id":"%[1]s","account":"%[2]s","type":"inv.paid","data":[1,2]}`},
@@ -146,10 +149,20 @@ func TestPoisonEventsAreDeadLetteredAlikeOnBothPaths(t *testing.T) {
 	for _, r := range dlq.recs {
 		p, err := deadletter.Read(r)
 		require.NoError(t, err)
-		key := strings.TrimSuffix(string(r.Key), " x") // the account_with_space shape
-		name := strings.TrimPrefix(strings.TrimPrefix(key, "acct_outbox_"), "acct_ingress_")
+		key := string(r.Key)
+		prefix := "acct_outbox_"
+		if !strings.HasPrefix(key, prefix) {
+			prefix = "acct_ingress_"
+		}
+		name := ""
+		for _, s := range poisonShapes {
+			if strings.HasPrefix(key, prefix+s.name) {
+				name = s.name
+			}
+		}
+		key = prefix + name
 		wantReason := deadletter.ReasonInvalidEnvelope
-		if strings.HasPrefix(key, "acct_outbox_") && name == "oversize" {
+		if prefix == "acct_outbox_" && (name == "oversize" || name == "long_account") {
 			wantReason = deadletter.ReasonOversize
 		}
 		require.Equal(t, wantReason, p.Reason, "%s: hookd-dlq-reason", key)

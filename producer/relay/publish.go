@@ -284,7 +284,7 @@ func (p *publisher) flush(ctx context.Context) error {
 
 // deadLetter produces the summary dead letter of row, then calls done.
 func (p *publisher) deadLetter(row store.OutboxRow, reason, class string, size, limit int, detail string, done func(error)) {
-	rec := deadletter.SummaryRecord(p.r.cfg.DLQTopic, []byte(row.Account), deadletter.Summary{
+	rec := deadletter.SummaryRecord(p.r.cfg.DLQTopic, dlqKey(row.Account), deadletter.Summary{
 		OutboxID: row.ID, EventID: row.ID, Account: row.Account, EventType: row.Type, Created: row.CreatedAt,
 		Size: size, Limit: limit, Detail: detail,
 	}, deadletter.Provenance{Reason: reason, ErrorClass: class, DeadAt: time.Now()})
@@ -301,6 +301,19 @@ func (p *publisher) deadLetter(row store.OutboxRow, reason, class string, size, 
 			"reason", reason, "account", short(row.Account), "event_type", short(row.Type), "size", size, "error", detail, "dlq_topic", p.r.cfg.DLQTopic)
 		done(nil)
 	})
+}
+
+// maxDLQKey bounds a dead letter's key, the row's account: the outbox
+// table does not bound an account's length, and a dead letter Kafka
+// refused for its size would fail the stream on every retry.
+const maxDLQKey = 512
+
+// dlqKey is the key of row's dead letter: its account, clipped.
+func dlqKey(account string) []byte {
+	if len(account) > maxDLQKey {
+		account = account[:maxDLQKey]
+	}
+	return []byte(account)
 }
 
 // short clips a column for a log line (account and type have no length
