@@ -10,10 +10,11 @@
 // delivery rows are written by the attempt-log writer from the deliveries
 // topic, so a Postgres outage does not stop fan-out. An oversize envelope
 // (or an invalid one in a record over the limit with its key and headers,
-// whose summary keeps 512 bytes of its key) is dead-lettered as a summary (deadletter.SummaryRecord: size, limit, id,
-// account and type when readable) rather than a copy: the copy plus the
-// dead-letter headers could exceed the record limit and be refused forever,
-// while the original stays readable at its origin offset.
+// whose summary keeps 512 bytes of its key) is dead-lettered as a summary
+// (deadletter.SummaryRecord: size, limit, id, account and type when
+// readable) rather than a copy: the copy plus the dead-letter headers could
+// exceed the record limit and be refused forever, while the original stays
+// readable at its origin offset.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package router
