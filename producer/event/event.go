@@ -45,7 +45,7 @@ const (
 	ReasonInvalidID      Reason = "invalid_id"      // id not a string of printable ASCII without spaces, or too long
 	ReasonInvalidAccount Reason = "invalid_account" // account not a string of printable ASCII without spaces, or too long
 	ReasonInvalidType    Reason = "invalid_type"    // type not a string of printable ASCII without spaces or '*', or too long
-	ReasonInvalidData    Reason = "invalid_data"    // data present but not a JSON object
+	ReasonInvalidData    Reason = "invalid_data"    // data present but not a JSON object, or not RFC 8259 text (bytes that are not UTF-8, an unpaired surrogate escape)
 	ReasonInvalidCreated Reason = "invalid_created" // created not an RFC 3339 string, or outside years 0000..9999 in UTC
 )
 
@@ -155,10 +155,13 @@ func parseGeneral(trimmed []byte, o Origin) (Envelope, error) {
 	switch d := fields["data"]; {
 	case isNull(d):
 		env.Data = json.RawMessage("{}")
-	case d[0] == '{':
-		env.Data = d
-	default:
+	case d[0] != '{':
 		return env, invalid(ReasonInvalidData, "data must be a JSON object")
+	default:
+		if why := dataIssue(d); why != "" {
+			return env, invalid(ReasonInvalidData, "%s", why)
+		}
+		env.Data = d
 	}
 
 	switch c := fields["created"]; {
@@ -248,7 +251,10 @@ type wire struct {
 }
 
 // Marshal encodes e as an envelope that Parse accepts. Data must be a JSON
-// object (or empty, meaning {}).
+// object (or empty, meaning {}). Data that cannot be encoded at all (not
+// JSON, or nested deeper than encoding/json's 10000 levels) is an
+// *InvalidError with the reason Parse gives the same envelope, invalid_json:
+// encoding it again can never succeed.
 func Marshal(e Envelope) ([]byte, error) {
 	if b, ok := marshalFast(e); ok {
 		return b, nil
@@ -269,7 +275,13 @@ func marshalGeneral(e Envelope) ([]byte, error) {
 	}
 	b, err := json.Marshal(w)
 	if err != nil {
-		return nil, fmt.Errorf("encoding envelope %s: %w", e.ID, err)
+		// Strings and a time always encode: data is the culprit. (A syntax
+		// error's offset is not data's: leave it out.)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			err = se
+		}
+		return nil, invalid(ReasonInvalidJSON, "encoding envelope %s: data: %s", truncate(e.ID, 64), err.Error())
 	}
 	return b, nil
 }

@@ -107,3 +107,46 @@ func TestMarshalRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, in, out)
 }
+
+// Issue 29: data must be RFC 8259 text. encoding/json takes raw bytes that
+// are not UTF-8 and unpaired surrogate escapes, and json.RawMessage passed
+// them on to receivers; both are invalid_data now, on the fast path and
+// the general one alike. A paired surrogate, an escaped backslash before a
+// 'u', and non-ASCII UTF-8 stay valid.
+func TestParseDataMustBeUTF8JSON(t *testing.T) {
+	t.Parallel()
+	for name, data := range map[string]string{
+		"raw 0xff":              "{\"k\":\"\xff\"}",
+		"truncated sequence":    "{\"k\":\"caf\xc3\"}",
+		"encoded surrogate":     "{\"k\":\"\xed\xa0\x80\"}",
+		"overlong":              "{\"k\":\"\xc0\xaf\"}",
+		"in a key":              "{\"\xff\":1}",
+		"lone high surrogate":   `{"k":"\ud800"}`,
+		"lone low surrogate":    `{"k":"\udc00"}`,
+		"high then not low":     `{"k":"\ud800\u0041"}`,
+		"high then high":        `{"k":"\uD83D\uD83D"}`,
+		"high at end of string": `{"k":"x\ud83d"}`,
+		"deep inside":           `{"a":[{"b":["ok","\udfff"]}]}`,
+		"upper case":            `{"k":"\uDBFF"}`,
+	} {
+		raw := `{"id":"evt_1","account":"a","type":"t","data":` + data + `}`
+		_, err := event.Parse([]byte(raw), origin, 0)
+		var ie *event.InvalidError
+		require.ErrorAs(t, err, &ie, name)
+		require.Equal(t, event.ReasonInvalidData, ie.Reason, "%s: %v", name, err)
+		require.NotContains(t, ie.Error(), "\n")
+	}
+	for name, data := range map[string]string{
+		"pair":                `{"k":"\ud83d\ude00"}`,
+		"pair upper case":     `{"k":"\uD83D\uDE00"}`,
+		"escaped backslash":   `{"k":"\\ud800"}`,
+		"utf-8":               `{"k":"café 😀"}`,
+		"bmp escape":          `{"k":"\u00e9\uffff"}`,
+		"surrogate-ish ascii": `{"ud800":"\\\\ud800"}`,
+	} {
+		raw := `{"id":"evt_1","account":"a","type":"t","data":` + data + `}`
+		env, err := event.Parse([]byte(raw), origin, 0)
+		require.NoError(t, err, name)
+		require.JSONEq(t, data, string(env.Data), name)
+	}
+}

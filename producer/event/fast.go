@@ -11,8 +11,8 @@ import (
 // exactly as encoding/json does and picks out the top-level fields. It only
 // ever accepts: for an envelope that is invalid, or unusual (an escape in a
 // key or in the id, account, type or created string, a field given twice,
-// deep nesting), it returns ok == false and Parse takes parseGeneral, which
-// alone words the errors. So it may decline what is valid but never
+// deep nesting, data that dataIssue refuses), it returns ok == false and
+// Parse takes parseGeneral, which alone words the errors. So it may decline what is valid but never
 // accepts what encoding/json rejects, and what it accepts it parses as
 // parseGeneral does (FuzzParseFast holds it to that).
 func parseFast(trimmed []byte, o Origin) (env Envelope, ok bool) {
@@ -32,7 +32,7 @@ func parseFast(trimmed []byte, o Origin) (env Envelope, ok bool) {
 	switch {
 	case isNull(f.data):
 		env.Data = []byte("{}")
-	case f.data[0] == '{':
+	case f.data[0] == '{' && dataIssue(f.data) == "":
 		env.Data = bytes.Clone(f.data)
 	default:
 		return env, false

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -104,8 +105,8 @@ func checkEnvelope(t *testing.T, env event.Envelope) {
 	if strings.Contains(env.Type, "*") {
 		t.Fatalf("type %q accepted with a wildcard", env.Type)
 	}
-	if !json.Valid(env.Data) || env.Data[0] != '{' {
-		t.Fatalf("accepted non-object data %q", env.Data)
+	if !json.Valid(env.Data) || env.Data[0] != '{' || !utf8.Valid(env.Data) {
+		t.Fatalf("accepted non-object or non-UTF-8 data %q", env.Data)
 	}
 	if y := env.Created.Year(); y < 0 || y > 9999 || env.Created.Location() != time.UTC {
 		t.Fatalf("accepted created %s", env.Created)

@@ -2,6 +2,7 @@ package event
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,24 @@ func TestMarshalAllocations(t *testing.T) {
 	})
 	if allocs > 1 {
 		t.Fatalf("%v allocations per Marshal, want 1", allocs)
+	}
+}
+
+// TestMarshalRefusalIsInvalidJSON (issue 29): data that cannot be encoded
+// (the deep-nesting outbox row) is an *InvalidError with the reason the
+// router gives the same envelope, so that the relay can dead-letter it
+// alike instead of failing on it forever.
+func TestMarshalRefusalIsInvalidJSON(t *testing.T) {
+	deep := `{"x":` + strings.Repeat("[", 10000) + "1" + strings.Repeat("]", 10000) + `}`
+	for _, data := range []string{deep, `{`, `{"k":01}`} {
+		_, err := Marshal(Envelope{ID: "e", Account: "a", Type: "t", Data: []byte(data)})
+		var ie *InvalidError
+		if !errors.As(err, &ie) || ie.Reason != ReasonInvalidJSON || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("%.40s: %v, want an invalid_json *InvalidError", data, err)
+		}
+		raw := `{"id":"e","account":"a","type":"t","data":` + data + `}`
+		if _, perr := Parse([]byte(raw), Origin{}, 1<<20); !errors.As(perr, &ie) || ie.Reason != ReasonInvalidJSON {
+			t.Fatalf("%.40s: Parse says %v, Marshal %v", data, perr, err)
+		}
 	}
 }

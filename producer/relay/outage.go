@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -53,4 +54,49 @@ func (o *outage) end(ctx context.Context, msg string) {
 	o.since, o.failures = time.Time{}, 0
 	o.active.Store(false)
 	o.gauge.Set(0)
+}
+
+// stallClock tells Ready whether the relay is stalled: rows wait (the
+// stream failed and has not caught up since, or Kafka has not acknowledged
+// records for StallAfter) and nothing has moved for longer than
+// StallTimeout. Progress is any acknowledged record (published or
+// dead-lettered), the confirmed position moving, or the slot found with
+// nothing left to stream. A failure does not reset it: a row that failed
+// the stream over and over stalls it however often the stream restarts.
+type stallClock struct {
+	since  atomic.Int64 // unix nanoseconds rows have waited without progress since; 0: none wait
+	mu     sync.Mutex
+	reason string
+}
+
+// waiting records that rows wait, since at at the latest, and why.
+func (c *stallClock) waiting(at time.Time, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.since.CompareAndSwap(0, at.UnixNano())
+	c.reason = reason
+}
+
+// progress records that the relay moved. Called for every acknowledged
+// record: a load when nothing waits.
+func (c *stallClock) progress() {
+	if c.since.Load() != 0 {
+		c.since.Store(0)
+	}
+}
+
+// stalled returns why the relay is stalled at now, or nil.
+func (c *stallClock) stalled(now time.Time, after time.Duration) error {
+	since := c.since.Load()
+	if since == 0 {
+		return nil
+	}
+	d := now.Sub(time.Unix(0, since))
+	if d <= after {
+		return nil
+	}
+	c.mu.Lock()
+	reason := c.reason
+	c.mu.Unlock()
+	return fmt.Errorf("stalled: no progress for %s while rows wait (the limit is %s): %s", d.Round(time.Second), after, reason)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/producer/event"
 	"github.com/hookd/hookd/store"
 )
 
@@ -79,6 +80,7 @@ func bufferLimit(cl *kgo.Client) int {
 func (p *publisher) settled(now time.Time) {
 	if !now.IsZero() {
 		p.lastAck.Store(now.UnixNano())
+		p.r.stall.progress()
 	}
 	select {
 	case p.room <- struct{}{}:
@@ -121,14 +123,27 @@ func (p *publisher) waitRoom(ctx context.Context, until time.Time) error {
 // wait returns once the retry worker has stopped (after ctx ended).
 func (p *publisher) wait() { <-p.done }
 
-// publish produces row. An envelope over MaxEnvelopeBytes is dead-lettered
-// as oversize without trying Kafka; a record Kafka refuses for what it is
-// (see permanent) is retried alone, then dead-lettered as unpublishable.
-// Only an envelope that cannot be encoded is an error.
+// publish produces row. A row is poison when no retry of it could ever
+// succeed, and is dead-lettered rather than stopping the stream: a row
+// whose envelope cannot be encoded (e.g. nested deeper than encoding/json
+// allows) as the router dead-letters the same envelope on the events
+// topic (invalid_envelope, with the envelope's reason as error class), an
+// envelope over MaxEnvelopeBytes as oversize, both without trying Kafka; a
+// record Kafka refuses for what it is (see permanent) is retried alone,
+// then dead-lettered as unpublishable. Every other error is transient (it
+// concerns Kafka, not the row) and goes to done, which restarts the stream.
+// publish itself fails only for an error it cannot classify.
 func (p *publisher) publish(row store.OutboxRow, o origin, published prometheus.Counter, done func(error)) error {
 	rec, err := p.r.record(row, o)
 	if err != nil {
-		return err
+		var ie *event.InvalidError
+		if !errors.As(err, &ie) {
+			return err
+		}
+		n := len(row.Payload)
+		row.Payload = nil
+		p.deadLetter(row, deadletter.ReasonInvalidEnvelope, string(ie.Reason), n, 0, ie.Error(), done)
+		return nil
 	}
 	// A streamed row's payload is the replication message's buffer, which
 	// the next message overwrites: what outlives this call must not hold it.
@@ -269,7 +284,7 @@ func (p *publisher) flush(ctx context.Context) error {
 
 // deadLetter produces the summary dead letter of row, then calls done.
 func (p *publisher) deadLetter(row store.OutboxRow, reason, class string, size, limit int, detail string, done func(error)) {
-	rec := deadletter.SummaryRecord(p.r.cfg.DLQTopic, []byte(row.Account), deadletter.Summary{
+	rec := deadletter.SummaryRecord(p.r.cfg.DLQTopic, dlqKey(row.Account), deadletter.Summary{
 		OutboxID: row.ID, EventID: row.ID, Account: row.Account, EventType: row.Type, Created: row.CreatedAt,
 		Size: size, Limit: limit, Detail: detail,
 	}, deadletter.Provenance{Reason: reason, ErrorClass: class, DeadAt: time.Now()})
@@ -286,6 +301,19 @@ func (p *publisher) deadLetter(row store.OutboxRow, reason, class string, size, 
 			"reason", reason, "account", short(row.Account), "event_type", short(row.Type), "size", size, "error", detail, "dlq_topic", p.r.cfg.DLQTopic)
 		done(nil)
 	})
+}
+
+// maxDLQKey bounds a dead letter's key, the row's account: the outbox
+// table does not bound an account's length, and a dead letter Kafka
+// refused for its size would fail the stream on every retry.
+const maxDLQKey = 512
+
+// dlqKey is the key of row's dead letter: its account, clipped.
+func dlqKey(account string) []byte {
+	if len(account) > maxDLQKey {
+		account = account[:maxDLQKey]
+	}
+	return []byte(account)
 }
 
 // short clips a column for a log line (account and type have no length

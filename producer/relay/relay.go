@@ -26,16 +26,23 @@
 // permanent Kafka error (kafkaconn.Permanent: credentials, authorization, a
 // deleted topic) ends Run.
 //
-// A row that can never be published never blocks the rows after it: an
-// envelope larger than MaxEnvelopeBytes (the router's limit), or a record
-// Kafka refuses for what it is (MESSAGE_TOO_LARGE, INVALID_RECORD; first
-// retried alone, in case it only shared a refused batch), is dead-lettered
-// to the DLQ topic as a small summary without its payload (reason oversize
-// or unpublishable, with the outbox id, account, type and size), logged
-// and counted, and the slot moves past it like past a published row. Any
-// other produce error stops the stream, which restarts from the last
-// confirmed position. It never fans out, never writes delivery state, and
-// never skips a row it cannot encode (it stops and says why).
+// A row that can never be published (a poison row) never blocks the rows
+// after it: an envelope that cannot be encoded (data nested deeper than
+// encoding/json allows: reason invalid_envelope with the envelope's reason,
+// invalid_json, as error class, what the router gives the same envelope on
+// the events topic), an envelope larger than MaxEnvelopeBytes (the router's
+// limit), or a record Kafka refuses for what it is (MESSAGE_TOO_LARGE,
+// INVALID_RECORD; first retried alone, in case it only shared a refused
+// batch), is dead-lettered to the DLQ topic as a small summary without its
+// payload (reason invalid_envelope, oversize or unpublishable, with the
+// outbox id, account, type and size), logged and counted, and the slot
+// moves past it like past a published row. Rows the relay can publish but
+// the router refuses (data not an object or not UTF-8, a bad account or
+// type) are dead-lettered by the router, as from any producer. Any other
+// produce error is transient (it concerns Kafka, not the row): it stops
+// the stream, which restarts from the last confirmed position, and a relay
+// that makes no progress for StallTimeout while rows wait says so in
+// Ready (/readyz). It never fans out and never writes delivery state.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package relay
@@ -124,6 +131,12 @@ type Config struct {
 	// keeps its replication session and stops reading the stream once
 	// half of kgo's MaxBufferedRecords are unacknowledged. Defaults to 10s.
 	StallAfter time.Duration
+	// StallTimeout is how long rows may wait without the relay making any
+	// progress (no record acknowledged, the confirmed position not moving)
+	// before Ready reports it stalled and /readyz answers 503 with the
+	// reason: a stream that fails over and over, or Kafka not
+	// acknowledging. At least 10ms. Defaults to 2m.
+	StallTimeout time.Duration
 	// ResumeScanLimit is the most records a starting leader reads back from
 	// the end of each partition of the events topic to learn which rows
 	// since the slot's confirmed position are published already (it skips
@@ -183,6 +196,9 @@ func (c *Config) setDefaults() {
 	if c.StallAfter == 0 {
 		c.StallAfter = 10 * time.Second
 	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = 2 * time.Minute
+	}
 	if c.ResumeScanLimit == 0 {
 		c.ResumeScanLimit = 200000
 	}
@@ -218,6 +234,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("relay drain timeout: must be at least 1s, got %s", c.DrainTimeout)
 	case c.StallAfter < 10*time.Millisecond:
 		return fmt.Errorf("relay stall after: must be at least 10ms, got %s", c.StallAfter)
+	case c.StallTimeout < 10*time.Millisecond:
+		return fmt.Errorf("relay stall timeout: must be at least 10ms, got %s", c.StallTimeout)
 	case c.ResumeScanLimit < 1:
 		return fmt.Errorf("relay resume scan limit: must be at least 1, got %d", c.ResumeScanLimit)
 	}
@@ -248,6 +266,7 @@ type Relay struct {
 
 	leading atomic.Bool
 	outage  outage
+	stall   stallClock
 }
 
 type metrics struct {
@@ -306,10 +325,10 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_relay_events_skipped_total",
 			Help: "Outbox rows streamed again after a restart, a failover or a Postgres crash and not published again: a starting leader found them on the events topic already."}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_relay_events_dead_lettered_total",
-			Help: "Outbox rows dead-lettered instead of published, by reason: oversize (envelope over the limit) or unpublishable (refused by Kafka)."},
+			Help: "Outbox rows dead-lettered instead of published, by reason: invalid_envelope (an envelope that cannot be encoded), oversize (envelope over the limit) or unpublishable (refused by Kafka)."},
 			[]string{"reason"}),
 	}
-	for _, reason := range []string{deadletter.ReasonOversize, deadletter.ReasonUnpublishable} {
+	for _, reason := range []string{deadletter.ReasonInvalidEnvelope, deadletter.ReasonOversize, deadletter.ReasonUnpublishable} {
 		r.m.deadLettered.WithLabelValues(reason)
 	}
 	if deps.Registerer != nil {
@@ -334,6 +353,14 @@ func (r *Relay) Name() string { return "relay" }
 
 // Leading reports whether this relay currently streams.
 func (r *Relay) Leading() bool { return r.leading.Load() }
+
+// Ready reports whether the relay makes progress: nil, or why not when
+// rows have waited without progress for longer than StallTimeout (a row
+// failing the stream over and over, Kafka not acknowledging, Postgres
+// unreachable). A relay standing by is ready. /readyz asks it.
+func (r *Relay) Ready(context.Context) error {
+	return r.stall.stalled(time.Now(), r.cfg.StallTimeout)
+}
 
 // Run competes for leadership and streams while it leads, until ctx ends;
 // then it waits for Kafka's acks (within DrainTimeout), confirms what was
@@ -389,6 +416,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			err = errors.New("the stream ended without saying why")
 		}
 		r.m.failures.Inc()
+		r.stall.waiting(time.Now(), "the stream failed: "+err.Error())
 		r.outage.begin(ctx, "relay stream stopped; retrying", "error", err.Error(), "retry_in", backoff.String())
 		select {
 		case <-ctx.Done():
@@ -473,6 +501,9 @@ func (r *Relay) waitForLock(ctx context.Context) (*store.LeaderLock, error) {
 		if err != nil || lock != nil {
 			return lock, err
 		}
+		// Another relay leads: its readiness is the one that counts, not
+		// how this one's stream last ended.
+		r.stall.progress()
 		if !logged {
 			r.logger.InfoContext(ctx, "relay standing by: another relay holds the leader lock")
 			logged = true
@@ -502,6 +533,9 @@ func (r *Relay) measure(ctx context.Context) {
 	defer t.Stop()
 	for {
 		lag, err := r.st.ReplicationSlotLag(ctx, r.cfg.Slot)
+		if err == nil && lag.LagBytes == 0 {
+			r.stall.progress() // confirmed up to the current WAL position: nothing waits
+		}
 		if err == nil {
 			r.m.retained.Set(float64(lag.RetainedBytes))
 			r.m.lag.Set(float64(lag.LagBytes))

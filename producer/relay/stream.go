@@ -289,6 +289,7 @@ func (s *session) watchKafka(ctx context.Context, now time.Time) {
 		s.stalled = true
 		s.r.outage.begin(ctx, "relay waiting for Kafka: it has acknowledged none of the relay's records for "+waiting.Round(time.Millisecond).String(),
 			"unacknowledged", backlog, "events_topic", s.r.cfg.EventsTopic)
+		s.r.stall.waiting(s.progress, fmt.Sprintf("Kafka has acknowledged none of %d records on %s", backlog, s.r.cfg.EventsTopic))
 	case waiting < s.r.cfg.StallAfter:
 		s.stalled = false
 		s.r.outage.end(ctx, "relay publishing again")
@@ -370,6 +371,9 @@ func (s *session) sendStatus(ctx context.Context, force bool) error {
 	}
 	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: c}); err != nil {
 		return fmt.Errorf("confirming %s: %w", c, err)
+	}
+	if c > s.sent {
+		s.r.stall.progress()
 	}
 	s.sent = c
 	return nil

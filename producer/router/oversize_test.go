@@ -1,12 +1,14 @@
 package router_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/delivery"
@@ -81,4 +83,34 @@ func TestMaxEnvelopeBytesCeiling(t *testing.T) {
 	t.Parallel()
 	_, err := router.New(router.Config{MaxEnvelopeBytes: 1 << 20}, router.Deps{Endpoints: nil})
 	require.EqualError(t, err, "router max envelope bytes: must be between 1024 and 983040, got 1048576")
+}
+
+// TestHugeRecordIsDeadLetteredAsSummary (issue 29): an invalid envelope
+// in a record that is large for another reason (a key of almost 1 MB)
+// is dead-lettered as a summary with its key clipped: a copy with the
+// dead-letter headers would exceed the record limit and be refused
+// forever, stopping the router. The event after it is fanned out.
+func TestHugeRecordIsDeadLetteredAsSummary(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.endpoint(t, "ep_1", "acct_1", endpoint.StatusActive)
+	e.startRouter(t)
+	value := `{"id":"evt_bad","account":"acct_1"}`
+	key := strings.Repeat("k", 999_800-len(value))
+	cl := e.kafka.Client(t)
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: e.names.Events, Key: []byte(key), Value: []byte(value)}).FirstErr())
+	e.produce(t, `{"id":"evt_ok","account":"acct_1","type":"invoice.paid"}`)
+
+	recs := consume(t, e.kafka, e.names.Deliveries, 1, 20*time.Second)
+	require.Len(t, recs, 1)
+	dlq := consume(t, e.kafka, e.names.DLQ, 1, 10*time.Second)
+	require.Len(t, dlq, 1)
+	p, err := deadletter.Read(dlq[0])
+	require.NoError(t, err)
+	require.Equal(t, deadletter.ReasonInvalidEnvelope, p.Reason)
+	require.Equal(t, string(event.ReasonMissingType), p.ErrorClass)
+	s, err := deadletter.ReadSummary(dlq[0])
+	require.NoError(t, err)
+	require.Equal(t, "evt_bad", s.EventID)
+	require.Equal(t, key[:512], string(dlq[0].Key))
 }

@@ -9,10 +9,12 @@
 // here. It never sends HTTP and never touches Postgres: the 'pending'
 // delivery rows are written by the attempt-log writer from the deliveries
 // topic, so a Postgres outage does not stop fan-out. An oversize envelope
-// is dead-lettered as a summary (deadletter.SummaryRecord: size, limit, id,
-// account and type when readable) rather than a copy: the copy plus the
-// dead-letter headers could exceed the record limit and be refused forever,
-// while the original stays readable at its origin offset.
+// (or an invalid one in a record over the limit with its key and headers,
+// whose summary keeps 512 bytes of its key) is dead-lettered as a summary
+// (deadletter.SummaryRecord: size, limit, id, account and type when
+// readable) rather than a copy: the copy plus the dead-letter headers could
+// exceed the record limit and be refused forever, while the original stays
+// readable at its origin offset.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package router
@@ -339,13 +341,29 @@ func (r *Router) deadLetter(rec *kgo.Record, err error) *kgo.Record {
 		ErrorClass: reason, Reason: deadletter.ReasonInvalidEnvelope, DeadAt: time.Now(),
 	}
 	var dl *kgo.Record
-	if reason == string(event.ReasonOversize) {
-		dl = deadletter.SummaryRecord(r.cfg.Topics.DLQ, rec.Key, oversizeSummary(rec.Value, r.cfg.MaxEnvelopeBytes, detail), p)
+	if reason == string(event.ReasonOversize) || recordBytes(rec) > r.cfg.MaxEnvelopeBytes {
+		// A copy of a record this large (a huge key, say) could exceed the
+		// record limit with the dead-letter headers added, and be refused
+		// forever: a summary, with the key clipped.
+		dl = deadletter.SummaryRecord(r.cfg.Topics.DLQ, rec.Key[:min(len(rec.Key), maxSummaryKey)],
+			oversizeSummary(rec.Value, r.cfg.MaxEnvelopeBytes, detail), p)
 	} else {
 		dl = deadletter.Record(r.cfg.Topics.DLQ, rec, p)
 	}
 	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderEnvelopeError, Value: []byte(detail)})
 	return dl
+}
+
+// maxSummaryKey bounds the key a summary dead letter keeps.
+const maxSummaryKey = 512
+
+// recordBytes is the size of rec's key, value and headers.
+func recordBytes(rec *kgo.Record) int {
+	n := len(rec.Key) + len(rec.Value)
+	for _, h := range rec.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // oversizeSummary describes an oversize envelope: its size, the limit, and

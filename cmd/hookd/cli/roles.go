@@ -20,8 +20,9 @@ import (
 
 // RelayFlags configure the outbox CDC relay.
 type RelayFlags struct {
-	RelaySlot        string `name:"relay-slot" default:"hookd_relay" env:"HOOKD_RELAY_SLOT" help:"Logical replication slot of the outbox relay (cluster-wide: one per hookd installation)."`
-	RelayPublication string `name:"relay-publication" default:"hookd_outbox" env:"HOOKD_RELAY_PUBLICATION" help:"Publication of the outbox table the relay streams."`
+	RelaySlot         string        `name:"relay-slot" default:"hookd_relay" env:"HOOKD_RELAY_SLOT" help:"Logical replication slot of the outbox relay (cluster-wide: one per hookd installation)."`
+	RelayPublication  string        `name:"relay-publication" default:"hookd_outbox" env:"HOOKD_RELAY_PUBLICATION" help:"Publication of the outbox table the relay streams."`
+	RelayStallTimeout time.Duration `name:"relay-stall-timeout" default:"2m" env:"HOOKD_RELAY_STALL_TIMEOUT" help:"How long outbox rows may wait with the relay making no progress before /readyz answers 503 with the reason."`
 }
 
 // EnvelopeFlags bound an event's size; the relay and the router share them.
@@ -166,12 +167,12 @@ func (s *roleSet) relayRole() daemon.RoleFactory {
 	return func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
 		r, err := relay.New(relay.Config{
 			Slot: s.relay.RelaySlot, Publication: s.relay.RelayPublication, EventsTopic: env.Names.Events,
-			DLQTopic: env.Names.DLQ, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes,
+			DLQTopic: env.Names.DLQ, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes, StallTimeout: s.relay.RelayStallTimeout,
 		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOptsFor("relay"), Logger: env.Logger.With("role", "relay"), Registerer: env.Registry})
 		if err != nil {
 			return nil, fmt.Errorf("relay: %w", err)
 		}
-		return roleFunc{"relay", r.Run}, nil
+		return r, nil // a daemon.Readier: /readyz reports a stalled relay
 	}
 }
 

@@ -42,6 +42,12 @@ type Role interface {
 	Run(ctx context.Context) error
 }
 
+// Readier is a Role that can run yet not do its job (the relay, stalled):
+// /readyz asks it, under "roles", and reports its error.
+type Readier interface {
+	Ready(ctx context.Context) error
+}
+
 // Env is what roles are built from.
 type Env struct {
 	Logger   *slog.Logger
@@ -179,6 +185,20 @@ type process struct {
 type rolesState struct {
 	mu  sync.Mutex
 	err error
+	// readiers are the running roles that have a readiness of their own.
+	readiers []Role
+}
+
+// run records that roles run: ready unless one of them says otherwise.
+func (s *rolesState) run(roles []Role) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err, s.readiers = nil, nil
+	for _, r := range roles {
+		if _, ok := r.(Readier); ok {
+			s.readiers = append(s.readiers, r)
+		}
+	}
 }
 
 func (s *rolesState) set(err error) {
@@ -196,10 +216,19 @@ func (s *rolesState) fail(err error) {
 	}
 }
 
-func (s *rolesState) check(context.Context) error {
+func (s *rolesState) check(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	err, readiers := s.err, s.readiers
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, r := range readiers {
+		if err := r.(Readier).Ready(ctx); err != nil {
+			return fmt.Errorf("%s: %w", r.Name(), err)
+		}
+	}
+	return nil
 }
 
 func (p *process) onClose(f func()) { p.closers = append(p.closers, f) }
@@ -405,7 +434,7 @@ func (p *process) serve(ctx context.Context, roles []Role) error {
 	roleCtx, stopRoles := context.WithCancel(ctx)
 	defer stopRoles()
 	rolesDone := make(chan error, 1)
-	p.roles.set(nil)
+	p.roles.run(roles)
 	stopping := context.AfterFunc(ctx, func() { p.roles.fail(errors.New("shutting down")) })
 	defer stopping()
 	go func() { rolesDone <- p.runRoles(roleCtx, roles) }()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/proctest"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/store"
 )
 
@@ -97,4 +100,53 @@ func TestShutdownDrainsRolesAndReturnsNil(t *testing.T) {
 	started := role("starter", func(ctx context.Context) error { cancel(); <-ctx.Done(); return nil })
 	require.NoError(t, run(t, ctx, blocker(stopped), started))
 	<-stopped
+}
+
+// readierRole is a role with a readiness of its own (as the relay has).
+type readierRole struct {
+	roleFunc
+	err atomic.Pointer[error]
+}
+
+func (r *readierRole) Ready(context.Context) error {
+	if p := r.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// A running role that says it is not ready (a stalled relay) makes
+// /readyz answer 503 with its name and reason under "roles", and 200 again
+// once it is ready.
+func TestRoleReadinessIsInReadyz(t *testing.T) {
+	cfg := config(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &readierRole{roleFunc: roleFunc{"relay", func(ctx context.Context) error { <-ctx.Done(); return nil }}}
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)),
+			[]daemon.RoleFactory{func(context.Context, *daemon.Env) (daemon.Role, error) { return r, nil }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + cfg.HTTP.Listen + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	wait.For(t, 30*time.Second, "/readyz 200", func() bool { code, _ := readyz(); return code == http.StatusOK })
+	stalled := errors.New("stalled: no progress for 2m1s while rows wait")
+	r.err.Store(&stalled)
+	code, body := readyz()
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, `"roles":"relay: stalled: no progress for 2m1s while rows wait"`)
+	r.err.Store(nil)
+	code, body = readyz()
+	require.Equal(t, http.StatusOK, code, body)
 }
