@@ -65,8 +65,17 @@ type Config struct {
 	SessionMax time.Duration
 	// PageSize is the rows per page of the delivery log. Defaults to 50.
 	PageSize int
-	// Name is the product name in the page header. Defaults to "hookd".
+	// Name is the product name on every page and in the portal's messages
+	// (hookd --portal-name). Defaults to "hookd".
 	Name string
+	// AccentColor (#rgb or #rrggbb) replaces the portal's accent colour
+	// (links, the active tab, buttons) in both colour schemes.
+	// Defaults to "" (the portal's own blue).
+	AccentColor string
+	// LogoURL is shown before Name in the header: a path on the portal's
+	// own origin ("/brand/logo.svg") or a data:image/...;base64 URL, never
+	// another origin (the page's CSP allows no other). Defaults to "".
+	LogoURL string
 	// Topics is the topic layout hookd runs with: the retry schedule and
 	// the retention the policy page publishes. Defaults to topics.Config's
 	// defaults.
@@ -153,6 +162,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("portal replay rate and limit: must not be negative, got %g and %d", c.ReplayRate, c.ReplayLimit)
 	case c.PayloadTimeout < 0:
 		return fmt.Errorf("portal payload timeout: must not be negative, got %s", c.PayloadTimeout)
+	}
+	if err := c.validateBrand(); err != nil {
+		return err
 	}
 	return c.Topics.Validate()
 }
@@ -268,5 +280,6 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 		mux.Handle(rt.pattern, h.wrap(rt))
 	}
 	mux.Handle("GET /portal/static/", h.static())
+	mux.HandleFunc("GET /portal/brand.css", h.brandCSS)
 	mux.Handle("/portal/", h.wrap(route{pattern: "/portal/", public: true, handle: (*Handler).notFoundPage}))
 }

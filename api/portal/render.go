@@ -65,7 +65,10 @@ func loadPages() (*pages, error) {
 
 // view is what every page renders.
 type view struct {
-	Name  string
+	Name string
+	// Accent is set when the operator chose an accent colour (brand.css).
+	Accent bool
+	Logo   template.URL
 	Title string
 	// Nav names the active tab.
 	Nav    string
@@ -91,7 +94,7 @@ func (h *Handler) render(w http.ResponseWriter, status int, name string, v view)
 	if !ok {
 		return fmt.Errorf("no page %q", name)
 	}
-	v.Name = h.cfg.Name
+	v.Name, v.Accent, v.Logo = h.cfg.Name, h.cfg.AccentColor != "", h.cfg.logo()
 	if v.S != nil && v.Notice == nil {
 		v.Notice = v.S.notice
 	}
@@ -147,7 +150,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Hint: "Ask for a new portal link, or open the product's settings page that links here.", SignIn: true}
 	case errors.Is(err, errStarting):
 		status, p = http.StatusServiceUnavailable, problem{Heading: "Starting",
-			Text: "hookd is starting and not connected to its database yet.", Hint: "Reload in a few seconds."}
+			Text: "The " + h.cfg.Name + " delivery portal is starting and not connected to its database yet.", Hint: "Reload in a few seconds."}
 	default:
 		h.logger.ErrorContext(r.Context(), "portal request failed", "method", r.Method, "route", routeName(r), "error", err)
 	}
