@@ -326,6 +326,9 @@ func (r *Router) session(ctx context.Context) error {
 		return fmt.Errorf("router kafka client: %w", err)
 	}
 	defer s.Close()
+	if err := r.claim(ctx, s.Client()); err != nil {
+		return err
+	}
 	r.logger.InfoContext(ctx, "router consuming", "topic", r.cfg.Topics.Events, "group", r.cfg.Group, "transactional_id", r.cfg.TransactionalID)
 	// Whatever the partitions were, a new session reads their state back.
 	r.dd.reset()
@@ -351,6 +354,24 @@ func (r *Router) session(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// claim initializes the transactional producer before the first poll:
+// its InitProducerID aborts at once the transaction a crashed router with
+// the same TransactionalID left open, which the group's offset fetch
+// (RequireStable) would otherwise wait on until TransactionTimeout.
+func (r *Router) claim(ctx context.Context, cl *kgo.Client) error {
+	if err := cl.BeginTransaction(); err != nil {
+		if kafkaconn.Permanent(err) { // e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+			return fmt.Errorf("initializing transactional id %s: %w", r.cfg.TransactionalID, err)
+		}
+		return fmt.Errorf("initializing transactional id %s: %w: %w", r.cfg.TransactionalID, err, errRestart)
+	}
+	// Nothing was produced: no EndTxn is sent.
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("ending the empty first transaction: %w: %w", err, errRestart)
+	}
+	return nil
 }
 
 // changelogPartitioner writes a dedupe changelog record to the partition
