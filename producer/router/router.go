@@ -251,7 +251,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		aborts: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_aborted_transactions_total",
 			Help: "Router transactions aborted (a failed produce, a rebalance, a refused offset commit); their batch is fanned out again."}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_write_retries_total",
-			Help: "Retried writes of a batch, by target (kafka: the router writes nowhere else)."}, []string{"target"}),
+			Help: "Batches Kafka did not take, aborted to be fanned out again, by target (kafka: the router writes nowhere else)."}, []string{"target"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookd_router_batch_seconds",
 			Help: "Time to fan out one polled batch, from poll until its transaction (records, offsets, dedupe changelog) is committed.", Buckets: prometheus.DefBuckets}),
 	}
