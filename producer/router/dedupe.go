@@ -205,6 +205,9 @@ func (d *dedupe) state(ctx context.Context, recs []*kgo.Record) (map[int32]*seen
 	return out, nil
 }
 
+// errDedupeState: the dedupe state of a partition could not be read back.
+var errDedupeState = errors.New("reading back the dedupe changelog")
+
 // errChangelogPartitions: the changelog has fewer partitions than the
 // events topic (topics.Provision refuses that; someone changed it).
 var errChangelogPartitions = errors.New("dedupe changelog has no partition for an events partition")
@@ -214,7 +217,9 @@ var errChangelogPartitions = errors.New("dedupe changelog has no partition for a
 // records) to their end: the end offset when loading starts, so that
 // records of a transaction still open (a previous owner's, which the group
 // coordinator waits for as well) are waited for and counted only if
-// committed.
+// committed. The last offsets may hold no record a reader gets (markers,
+// compacted away): a partition whose last stable offset reached its end
+// is done after two polls bring nothing.
 func (d *dedupe) load(ctx context.Context, parts []int32) (map[int32]*seen, error) {
 	cl, err := kgo.NewClient(d.opts...)
 	if err != nil {
@@ -257,14 +262,30 @@ func (d *dedupe) load(ctx context.Context, parts []int32) (map[int32]*seen, erro
 		return out, nil
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{d.topic: from})
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
+	for idle := 0; len(left) > 0; {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("reading back %s: %w", d.topic, err)
 		}
+		if idle = idle + 1; len(fs.Records()) > 0 {
+			idle = 0
+		}
+		if idle >= 2 {
+			stable, err := adm.ListCommittedOffsets(ctx, d.topic)
+			if err != nil {
+				return nil, fmt.Errorf("listing stable offsets of %s: %w", d.topic, err)
+			}
+			stable.Each(func(o kadm.ListedOffset) {
+				if end, ok := left[o.Partition]; ok && o.Err == nil && o.Offset >= end {
+					delete(left, o.Partition)
+				}
+			})
+		}
 		var ferr error
 		fs.EachError(func(_ string, p int32, err error) {
-			if ferr == nil && kafkaconn.Permanent(err) {
+			if ferr == nil && kafkaconn.Permanent(err) && !errors.Is(err, context.DeadlineExceeded) {
 				ferr = fmt.Errorf("reading back %s partition %d: %w", d.topic, p, err)
 			}
 		})
@@ -275,7 +296,7 @@ func (d *dedupe) load(ctx context.Context, parts []int32) (map[int32]*seen, erro
 			if !r.Attrs.IsControl() && r.Value != nil {
 				out[r.Partition].add(string(r.Key), r.Timestamp, d.window, d.maxKeys)
 			}
-			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end { // at or past the end
 				delete(left, r.Partition)
 			}
 		})

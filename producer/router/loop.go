@@ -104,12 +104,11 @@ func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
 		return fmt.Errorf("beginning a transaction: %w: %w", err, errRestart)
 	}
 	res, err := l.r.handle(work, l, recs)
-	if err != nil {
-		l.abort(work)
-		return err
+	if err == nil {
+		err = res.produceErr
 	}
-	if res.produceErr != nil {
-		return l.produceFailed(ctx, work, res.produceErr)
+	if err != nil {
+		return l.batchFailed(ctx, work, err)
 	}
 	committed, err := l.s.End(work, kgo.TryCommit)
 	switch {
@@ -134,10 +133,11 @@ func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
-// produceFailed aborts the transaction of a batch Kafka did not take, and
-// pauses (doubling up to 30s) before it is read and fanned out again.
-func (l *loop) produceFailed(ctx, work context.Context, err error) error {
-	if kafkaconn.Permanent(err) {
+// batchFailed aborts the transaction of a batch Kafka did not take (or
+// whose partitions' dedupe state could not be read back), and pauses
+// (doubling up to 30s) before it is read and fanned out again.
+func (l *loop) batchFailed(ctx, work context.Context, err error) error {
+	if kafkaconn.Permanent(err) || errors.Is(err, errChangelogPartitions) {
 		l.abort(work)
 		return err
 	}

@@ -237,7 +237,8 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	}
 	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger}
 	r.dd = &dedupe{topic: cfg.Topics.Dedupe, window: cfg.DedupeWindow, maxKeys: cfg.DedupeMaxKeys,
-		opts: append(slices.Clip(deps.KafkaOpts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())}
+		opts: append(slices.Clip(deps.KafkaOpts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+			kgo.FetchMaxWait(200*time.Millisecond))}
 	r.m = metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_events_total",
 			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed endpoint) or invalid (dead-lettered)."},
@@ -413,8 +414,8 @@ type handled struct {
 
 // handle fans out recs into the open transaction and waits for every
 // output record's ack. Its error is one that ends the batch before
-// anything is produced (the dedupe state could not be read back);
-// a produce failure is in handled.produceErr.
+// anything is produced (the dedupe state could not be read back, wrapped
+// errDedupeState); a produce failure is in handled.produceErr.
 func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) (handled, error) {
 	b := &l.b
 	b.out, b.routed = b.out[:0], b.routed[:0]
@@ -422,7 +423,7 @@ func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) (handl
 	res := handled{pending: &b.pending}
 	states, err := r.dd.state(ctx, recs)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("%w: %w", errDedupeState, err)
 	}
 	for _, rec := range recs {
 		env, err := event.Parse(rec.Value, event.Origin{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp},
