@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -225,4 +226,58 @@ func TestRolledBackEventIsNotFannedOut(t *testing.T) {
 	}
 	seen := e.deliveryCounts(t, 1)
 	require.Equal(t, map[string]int{delivery.ID("evt_committed", "ep_a"): 1}, seen)
+}
+
+// The dedupe state follows partitions across a rebalance: events fanned
+// out by one router, repeated after a second router joined and took some
+// of the partitions, are dropped by whichever owns them now (the newcomer
+// read its partitions' state back from the changelog).
+func TestRepeatedEventIsDroppedAfterRebalance(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const accounts, perAccount = 6, 5
+	for a := range accounts {
+		e.indexedEndpoint(t, fmt.Sprintf("ep_%d", a), fmt.Sprintf("acct_%d", a))
+	}
+	cl := e.kafka.Client(t)
+	produceAll := func() {
+		t.Helper()
+		for a := range accounts {
+			for i := range perAccount {
+				v := fmt.Sprintf(`{"id":"evt_%d_%d","account":"acct_%d","type":"invoice.paid"}`, a, i, a)
+				require.NoError(t, cl.ProduceSync(context.Background(),
+					&kgo.Record{Topic: e.names.Events, Key: fmt.Appendf(nil, "acct_%d", a), Value: []byte(v)}).FirstErr())
+			}
+		}
+	}
+	a := e.startInstance(t, router.Config{TransactionalID: "router-a"})
+	produceAll()
+	require.Len(t, e.deliveryCounts(t, accounts*perAccount), accounts*perAccount)
+
+	b := e.startInstance(t, router.Config{TransactionalID: "router-b"})
+	adm := kadm.NewClient(e.kafka.Client(t))
+	wait.For(t, 30*time.Second, "both routers to own partitions", func() bool {
+		groups, err := adm.DescribeGroups(context.Background(), "hookd-router")
+		if err != nil {
+			return false
+		}
+		g := groups["hookd-router"]
+		owning := 0
+		for _, m := range g.Members {
+			if ca, ok := m.Assigned.AsConsumer(); ok && len(ca.Topics) > 0 && len(ca.Topics[0].Partitions) > 0 {
+				owning++
+			}
+		}
+		return g.State == "Stable" && owning == 2
+	})
+	produceAll()
+	e.waitCommitted(t, 2*accounts*perAccount)
+	seen := e.deliveryCounts(t, accounts*perAccount)
+	require.Len(t, seen, accounts*perAccount)
+	for id, n := range seen {
+		require.Equal(t, 1, n, "delivery %s", id)
+	}
+	dropped := func(in *instance) float64 { return metrictest.Value(t, in.reg, "hookd_router_duplicate_events_total") }
+	require.EqualValues(t, accounts*perAccount, dropped(a)+dropped(b))
+	t.Logf("repeats dropped: %v by the first router, %v by the newcomer", dropped(a), dropped(b))
 }
