@@ -81,10 +81,11 @@ type Config struct {
 	MaxEnvelopeBytes int
 	// MaxPollRecords caps one batch. Defaults to 5000.
 	MaxPollRecords int
-	// RetryBackoff is the first pause before re-trying a failed write of a
-	// batch to Kafka; it doubles up to 30s. It is also the first pause after
-	// a poll that brought only errors (doubling up to 5s) and the interval
-	// at which an owed offset commit is retried. Defaults to 250ms.
+	// RetryBackoff is the first pause before a batch whose transaction was
+	// aborted (Kafka did not take it) is read and fanned out again, and
+	// before a broken transactional session is restarted; both double up
+	// to 30s. It is also the first pause after a poll that brought only
+	// errors (doubling up to 5s). Defaults to 250ms.
 	RetryBackoff time.Duration
 	// DrainTimeout bounds finishing the batch in hand once shutdown has
 	// started; before that the batch is retried for as long as Kafka is
