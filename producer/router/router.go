@@ -295,9 +295,13 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	backoff := r.cfg.RetryBackoff
 	for {
+		start := time.Now()
 		err := r.session(ctx)
 		if !errors.Is(err, errRestart) || ctx.Err() != nil {
 			return err
+		}
+		if time.Since(start) > time.Minute { // a session that worked a while: a new trouble
+			backoff = r.cfg.RetryBackoff
 		}
 		r.logger.WarnContext(ctx, "router restarting its Kafka session; the batch in hand is read again", "error", err.Error(),
 			"transactional_id", r.cfg.TransactionalID)
