@@ -30,6 +30,8 @@ func (h *Handler) readRecord(ctx context.Context, topic string, partition int32,
 	be, _ := h.backend()
 	cl, err := kgo.NewClient(append(slices.Clip(be.Replay.KafkaOpts),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(offset)}}),
+		// Records of an aborted router transaction were never delivered.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchMaxPartitionBytes(1<<20))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)

@@ -69,7 +69,7 @@ type view struct {
 	// Accent is set when the operator chose an accent colour (brand.css).
 	Accent bool
 	Logo   template.URL
-	Title string
+	Title  string
 	// Nav names the active tab.
 	Nav    string
 	S      *session

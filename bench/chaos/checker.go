@@ -38,7 +38,8 @@ type DLQTail struct {
 // TailDLQ starts reading topic on the broker at addr until ctx ends.
 func TailDLQ(ctx context.Context, addr, topic string) (*DLQTail, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200e6))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200e6),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted())) // the router dead-letters in transactions
 	if err != nil {
 		return nil, err
 	}

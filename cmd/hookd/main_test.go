@@ -48,6 +48,7 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{"http port in use", []string{"run", "--database-url", db.URL, "--listen", busy.Addr().String(), "--data-dir", t.TempDir()}, "listen " + busy.Addr().String() + ": address already in use"},
 		{"kafka port in use", []string{"run", "--database-url", db.URL, "--listen", "127.0.0.1:0", "--kafka-listen", busy.Addr().String(), "--data-dir", t.TempDir()}, "kafka listen " + busy.Addr().String() + ": address already in use"},
 		{"bad log format", []string{"--log-format", "xml", "run"}, "--log-format must be one of"},
+		{"bad dedupe window", []string{"router", "--dedupe-window", "10s"}, "--dedupe-window: must be between 1m and 168h0m0s, got 10s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,9 +68,10 @@ type merger struct {
 }
 
 // add buffers a polled record of the ranges; false for one outside them.
+// A transaction marker moves its range on but is not buffered.
 func (m *merger) add(r *kgo.Record) bool {
-	if ok, _ := take(m.to, r); !ok {
-		return false
+	if ok, _ := take(m.to, r); !ok || r.Attrs.IsControl() {
+		return ok
 	}
 	m.bufs[r.Partition] = append(m.bufs[r.Partition], r)
 	return true

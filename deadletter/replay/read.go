@@ -36,7 +36,7 @@ func readRanges(ctx context.Context, opts []kgo.Opt, topic string, ranges map[in
 		var finished []int32
 		fs.EachRecord(func(r *kgo.Record) {
 			ok, last := take(to, r)
-			if ok {
+			if ok && !r.Attrs.IsControl() {
 				batch = append(batch, r)
 			}
 			if last {
@@ -81,6 +81,11 @@ func rangeClient(opts []kgo.Opt, topic string, ranges map[int32]Range) (*kgo.Cli
 	}
 	cl, err := kgo.NewClient(append(slices.Clip(opts),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
+		// The router writes dead letters in transactions: read what
+		// committed, and see the transaction markers, which may hold a
+		// range's last offsets (take).
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 		kgo.FetchMaxBytes(2<<20),
 		kgo.FetchMaxPartitionBytes(1<<20),
 		kgo.MaxConcurrentFetches(1),
@@ -97,10 +102,18 @@ func rangeClient(opts []kgo.Opt, topic string, ranges map[int32]Range) (*kgo.Cli
 // range (which is then removed). A record below the range's position is
 // not taken: after OFFSET_OUT_OF_RANGE kgo resets a partition to its log
 // start, and fetches again records that were read (and handled) already.
+//
+// A record at or past the range's end also ends it (not taken): offsets
+// ascend, so nothing below the end is left to come, as when the range's
+// last offsets were an aborted transaction's records.
 func take(left map[int32]Range, r *kgo.Record) (ok, last bool) {
 	rg, reading := left[r.Partition]
-	if !reading || r.Offset < rg.From || r.Offset >= rg.To {
+	if !reading || r.Offset < rg.From {
 		return false, false
+	}
+	if r.Offset >= rg.To {
+		delete(left, r.Partition)
+		return false, true
 	}
 	rg.From = r.Offset + 1
 	if rg.From >= rg.To {

@@ -168,6 +168,11 @@ type Names struct {
 	Attempts string
 	// Ops carries operational events such as endpoint.disabled.
 	Ops string
+	// Dedupe is the router's dedupe changelog: compacted, one record per
+	// event fanned out (key = account and event id), written to the
+	// partition of the events-topic partition the event was read from, in
+	// the transaction that fans it out.
+	Dedupe string
 }
 
 // NamesFor returns the topic names of cfg (defaults applied).
@@ -179,6 +184,7 @@ func NamesFor(cfg Config) Names {
 		DLQ:        cfg.Prefix + ".dlq",
 		Attempts:   cfg.Prefix + ".attempts",
 		Ops:        cfg.Prefix + ".ops",
+		Dedupe:     cfg.Prefix + ".dedupe",
 	}
 	for _, d := range cfg.Schedule {
 		n.Retry = append(n.Retry, cfg.Prefix+".retry."+retrytiers.TierName(d))
@@ -191,6 +197,10 @@ type Spec struct {
 	Name       string
 	Partitions int32
 	Retention  time.Duration
+	// Compact makes the topic compacted as well as time-bounded
+	// (cleanup.policy compact,delete): a changelog keeps one record per
+	// key, and none older than Retention.
+	Compact bool
 }
 
 // Specs lists every topic of cfg with its partitions and retention.
@@ -198,18 +208,21 @@ func Specs(cfg Config) []Spec {
 	cfg.SetDefaults()
 	n := NamesFor(cfg)
 	specs := []Spec{
-		{n.Events, cfg.Partitions, cfg.Retention},
-		{n.Deliveries, cfg.Partitions, cfg.Retention},
+		{Name: n.Events, Partitions: cfg.Partitions, Retention: cfg.Retention},
+		{Name: n.Deliveries, Partitions: cfg.Partitions, Retention: cfg.Retention},
+		// One changelog partition per events partition; the router reads
+		// back at most its dedupe window (7 days at most) of it.
+		{Name: n.Dedupe, Partitions: cfg.Partitions, Retention: cfg.Retention, Compact: true},
 	}
 	for i, d := range cfg.Schedule {
 		// A record may wait in a tier for its delay, plus a margin for
 		// outages: delay + 7 days.
-		specs = append(specs, Spec{n.Retry[i], cfg.Partitions, d + 7*24*time.Hour})
+		specs = append(specs, Spec{Name: n.Retry[i], Partitions: cfg.Partitions, Retention: d + 7*24*time.Hour})
 	}
 	specs = append(specs,
-		Spec{n.DLQ, cfg.Partitions, cfg.DLQRetention},
-		Spec{n.Attempts, cfg.Partitions, cfg.Retention},
-		Spec{n.Ops, 1, cfg.DLQRetention},
+		Spec{Name: n.DLQ, Partitions: cfg.Partitions, Retention: cfg.DLQRetention},
+		Spec{Name: n.Attempts, Partitions: cfg.Partitions, Retention: cfg.Retention},
+		Spec{Name: n.Ops, Partitions: 1, Retention: cfg.DLQRetention},
 	)
 	return specs
 }
@@ -256,7 +269,11 @@ func Provision(ctx context.Context, adm *kadm.Client, cfg Config) (ProvisionResu
 			return res, fmt.Errorf("describing topic %s: %w", s.Name, d.Err)
 		}
 		retention := strconv.FormatInt(s.Retention.Milliseconds(), 10)
-		configs := map[string]*string{"retention.ms": &retention, "cleanup.policy": kadm.StringPtr("delete"),
+		policy := "delete"
+		if s.Compact {
+			policy = "compact,delete"
+		}
+		configs := map[string]*string{"retention.ms": &retention, "cleanup.policy": &policy,
 			"max.message.bytes": kadm.StringPtr(strconv.Itoa(int(cfg.MaxMessageBytes)))}
 		if cfg.MinInsyncReplicas > 0 {
 			configs["min.insync.replicas"] = kadm.StringPtr(strconv.Itoa(int(cfg.MinInsyncReplicas)))

@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/kafkaconn"
 )
@@ -18,47 +16,34 @@ import (
 // so that consuming resumes soon after Kafka is back.
 const maxFetchBackoff = 5 * time.Second
 
-// loop is one Run's consuming state: how each kind of Kafka failure is
-// going, and whether the last offset commit is still owed.
+// errRestart: the transactional producer is in a state no new transaction
+// can start from (kgo: "no returned error is retryable"); Run closes the
+// session and opens a new one, whose InitProducerID aborts whatever the old
+// one left open.
+var errRestart = errors.New("transactional session must be restarted")
+
+// loop is one session's consuming state: how each kind of Kafka failure is
+// going.
 type loop struct {
 	r  *Router
+	s  *kgo.GroupTransactSession
 	cl *kgo.Client
 	b  batch
 
 	produce, fetch, commit trouble
-	commitOwed             bool
 	fetchBackoff           time.Duration
-
-	// commitCtx outlives Run's context by DrainTimeout, so that the last
-	// commit finishes at shutdown; stopCommits ends it.
-	commitCtx   context.Context
-	stopCommits context.CancelFunc
-	// commitDone is closed once the offset commit in flight has finished,
-	// with commitErr its result; nil while none is in flight.
-	commitDone chan struct{}
-	commitErr  error
+	// abortBackoff is the pause before the batch of an aborted
+	// transaction is read and fanned out again.
+	abortBackoff time.Duration
 }
 
-func (r *Router) newLoop(ctx context.Context, cl *kgo.Client) *loop {
-	commitCtx, stop := workContext(ctx, r.cfg.DrainTimeout)
-	return &loop{r: r, cl: cl, commitCtx: commitCtx, stopCommits: stop,
-		produce: trouble{logger: r.logger, what: "router produce failing; retrying until Kafka takes the batch", done: "router produce recovered"},
+func (r *Router) newLoop(s *kgo.GroupTransactSession) *loop {
+	return &loop{r: r, s: s, cl: s.Client(),
+		produce: trouble{logger: r.logger, what: "router produce failing; the transaction is aborted and the batch fanned out again", done: "router produce recovered"},
 		fetch:   trouble{logger: r.logger, what: "router fetch failing; waiting it out", done: "router fetch recovered"},
-		commit: trouble{logger: r.logger, what: "router offset commit failing; retrying (the records may be read again)",
-			done: "router offset commit recovered"},
+		commit: trouble{logger: r.logger, what: "router transaction not committed; the batch is fanned out again",
+			done: "router transaction commit recovered"},
 	}
-}
-
-// poll returns the next records. While a commit is owed or in flight it
-// returns after RetryBackoff even with none, so that an idle router learns
-// how its last commit went and retries it if it failed.
-func (l *loop) poll(ctx context.Context) kgo.Fetches {
-	if !l.commitOwed && l.commitDone == nil {
-		return l.cl.PollRecords(ctx, l.r.cfg.MaxPollRecords)
-	}
-	pctx, cancel := context.WithTimeout(ctx, l.r.cfg.RetryBackoff)
-	defer cancel()
-	return l.cl.PollRecords(pctx, l.r.cfg.MaxPollRecords)
 }
 
 // fetchErrors waits out the poll's errors: one WARN while they last, a
@@ -94,24 +79,17 @@ func (l *loop) fetchErrors(ctx context.Context, fetches kgo.Fetches) error {
 	return nil
 }
 
-// route fans out recs and starts committing their offsets, or commits
-// what is owed when there are none. It returns an error only for a
-// permanent failure or when the batch is abandoned at shutdown.
-//
-// The commit is not waited for: the next batch is polled and fanned out
-// while it is in flight. Its result is taken at the next batch (or, when
-// idle, after RetryBackoff); a batch finished while a commit is in flight
-// leaves its offsets owed to the next commit. Offsets are still committed
-// only once every record before them is acknowledged, and a revocation
-// commits what is owed before the partitions change hands (revoked).
+// route fans out recs in one transaction that also commits their offsets
+// and their dedupe changelog records: all of it is visible to read_committed
+// readers, or none. A transaction that does not commit (a failed produce, a
+// rebalance, a failed offset commit) is aborted and rewinds the session to
+// the committed offsets, so the next poll reads the batch again: the
+// router's retry is "abort and fan out again", which never writes a
+// delivery twice. It returns an error only for a permanent failure, when
+// the session must be restarted (errRestart), or when the batch is
+// abandoned at shutdown.
 func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
-	if err := l.settleCommit(ctx, false); err != nil {
-		return err
-	}
 	if len(recs) == 0 {
-		if l.commitOwed && l.commitDone == nil {
-			return l.commitOffsets(ctx)
-		}
 		return nil
 	}
 	// The batch in hand is finished even if ctx ends meanwhile, for up to
@@ -119,129 +97,69 @@ func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
 	work, cancel := workContext(ctx, l.r.cfg.DrainTimeout)
 	defer cancel()
 	start := time.Now()
-	defer func() { l.r.m.batch.Observe(time.Since(start).Seconds()) }()
-	if err := l.r.handle(work, l, recs); err != nil {
-		return err
-	}
-	l.r.acked.Store(true)
-	return l.commitAsync(ctx)
-}
-
-// commitOffsets commits what was consumed and waits for the result. A
-// failed commit is owed and retried (the next commit carries it anyway):
-// if the router stops or loses the partitions first, the records are read
-// again, duplicates rather than loss.
-func (l *loop) commitOffsets(ctx context.Context) error {
-	l.commitOwed = false
-	return l.commitResult(ctx, l.cl.CommitUncommittedOffsets(ctx))
-}
-
-// commitAsync starts committing what was consumed, unless a commit is in
-// flight: then the offsets are owed to the next one, which carries them.
-func (l *loop) commitAsync(ctx context.Context) error {
-	if err := l.settleCommit(ctx, false); err != nil {
-		return err
-	}
-	if l.commitDone != nil {
-		l.commitOwed = true
-		return nil
-	}
-	l.commitOwed = false
-	offsets := l.cl.UncommittedOffsets()
-	if len(offsets) == 0 {
-		return nil
-	}
-	done := make(chan struct{})
-	l.commitDone = done
-	l.cl.CommitOffsets(l.commitCtx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		l.commitErr = commitError(resp, err) // read after done is closed
-		close(done)
-	})
-	return nil
-}
-
-// settleCommit takes the result of the commit in flight, if it has
-// finished or (wait) once it has; commitCtx bounds the wait at shutdown.
-func (l *loop) settleCommit(ctx context.Context, wait bool) error {
-	if l.commitDone == nil {
-		return nil
-	}
-	if wait {
-		<-l.commitDone
-	} else {
-		select {
-		case <-l.commitDone:
-		default:
-			return nil
+	if err := l.s.Begin(); err != nil {
+		if kafkaconn.Permanent(err) { // e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+			return fmt.Errorf("beginning a transaction as %s: %w", l.r.cfg.TransactionalID, err)
 		}
+		return fmt.Errorf("beginning a transaction: %w: %w", err, errRestart)
 	}
-	err := l.commitErr
-	l.commitDone, l.commitErr = nil, nil
-	return l.commitResult(ctx, err)
-}
-
-// commitResult records how a commit went: a permanent error is returned,
-// any other makes the commit owed. Success leaves owed what was consumed
-// after the commit started.
-func (l *loop) commitResult(ctx context.Context, err error) error {
-	switch {
-	case err == nil:
-		l.commit.ok(ctx)
-		return nil
-	case kafkaconn.Permanent(err):
-		return fmt.Errorf("committing offsets of group %s: %w", l.r.cfg.Group, err)
-	}
-	l.commitOwed = true
-	l.commit.fail(ctx, err)
-	return nil
-}
-
-// commitError is a commit's error: the request's, else the first
-// partition's.
-func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
-	if err != nil || resp == nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// close waits for the commit in flight and commits what is still owed,
-// within DrainTimeout of Run's context ending. It commits only if every
-// polled record is acknowledged: after a batch was abandoned or failed,
-// the uncommitted offsets cover records never written, which must be read
-// again.
-func (l *loop) close(ctx context.Context) {
-	defer l.stopCommits()
-	err := l.settleCommit(ctx, true)
-	if err == nil && l.commitOwed && l.r.acked.Load() {
-		err = l.commitOffsets(l.commitCtx)
+	res, err := l.r.handle(work, l, recs)
+	if err == nil {
+		err = res.produceErr
 	}
 	if err != nil {
-		l.r.logger.WarnContext(ctx, "router's last offset commit failed; the records will be read again", "error", err.Error())
+		return l.batchFailed(ctx, work, err)
 	}
+	committed, err := l.s.End(work, kgo.TryCommit)
+	switch {
+	case err != nil && kafkaconn.Permanent(err):
+		return fmt.Errorf("committing the transaction of group %s: %w", l.r.cfg.Group, err)
+	case err != nil && work.Err() != nil:
+		return fmt.Errorf("committing the transaction: %w", err)
+	case err != nil:
+		l.commit.fail(ctx, err)
+		return fmt.Errorf("committing the transaction: %w: %w", err, errRestart)
+	case !committed:
+		// A rebalance since Begin, or an offset commit the group refused
+		// for now: the batch is read again, by whoever owns it.
+		l.commit.fail(ctx, errors.New("aborted: the group rebalanced or refused the offsets"))
+		l.r.m.aborts.Inc()
+		return nil
+	}
+	l.commit.ok(ctx)
+	l.abortBackoff = 0
+	l.r.committed(res)
+	l.r.m.batch.Observe(time.Since(start).Seconds())
+	return nil
 }
 
-// revoked commits, before partitions change hands, the offsets of the
-// batches fanned out, if every polled record is acknowledged (a rebalance
-// waits for AllowRebalance, which follows a batch's acks; not so when the
-// client closes after a batch was abandoned or failed: those records must
-// be read again). It runs on kgo's goroutine, so it touches no loop state:
-// a commit the loop still owes is then an empty one. A failed commit means
-// the new owner reads those records again (duplicates, not loss).
-func (r *Router) revoked(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
-	if !r.acked.Load() {
-		return
+// batchFailed aborts the transaction of a batch Kafka did not take (or
+// whose partitions' dedupe state could not be read back), and pauses
+// (doubling up to 30s) before it is read and fanned out again.
+func (l *loop) batchFailed(ctx, work context.Context, err error) error {
+	if kafkaconn.Permanent(err) || errors.Is(err, errChangelogPartitions) {
+		l.abort(work)
+		return err
 	}
-	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-		r.logger.WarnContext(ctx, "router offset commit at revocation failed; the records will be read again", "error", err.Error())
+	l.r.m.retries.WithLabelValues("kafka").Inc()
+	l.produce.fail(ctx, err)
+	if !l.abort(work) {
+		return fmt.Errorf("aborting the transaction: %w", errRestart)
 	}
+	l.abortBackoff = min(max(2*l.abortBackoff, l.r.cfg.RetryBackoff), 30*time.Second)
+	pause(ctx, l.abortBackoff)
+	return nil
+}
+
+// abort aborts the transaction in flight; false if that failed (then only
+// a new session, or the transaction timeout, ends it).
+func (l *loop) abort(ctx context.Context) bool {
+	l.r.m.aborts.Inc()
+	if _, err := l.s.End(ctx, kgo.TryAbort); err != nil {
+		l.r.logger.WarnContext(ctx, "router could not abort its transaction; a new session will", "error", err.Error())
+		return false
+	}
+	return true
 }
 
 // trouble logs one WARN when a kind of failure starts and one INFO when it

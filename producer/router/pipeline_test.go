@@ -2,7 +2,6 @@ package router_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/producer/router"
 )
@@ -53,40 +53,41 @@ func TestRouterSendsBatchWithoutLinger(t *testing.T) {
 	})
 }
 
-// A slow offset commit does not hold back fan-out: while the commit of the
-// first batch is held by the broker, the next event is fanned out; once
-// the commit is let through, every event's offset is committed.
-func TestSlowOffsetCommitDoesNotHoldBackFanOut(t *testing.T) {
+// A batch's deliveries are invisible to read_committed readers until its
+// transaction commits: while the broker holds the router's EndTxn, the
+// deliveries are on the topic but below no partition's last stable offset
+// and the event's offset is not committed; once let through, the delivery
+// is readable and the offset committed.
+func TestDeliveriesInvisibleUntilTransactionCommits(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.indexedEndpoint(t, "ep_a", "acct_1")
-	held, let := e.holdCommits(t)
+	held, let := e.holdEndTxn(t, 0)
 	e.startRouter(t)
 	adm := kadm.NewClient(e.kafka.Client(t))
 
 	e.produce(t, `{"id":"evt_1","account":"acct_1","type":"invoice.paid"}`)
-	wait.For(t, 15*time.Second, "the first event's commit to be held", func() bool { return held.Load() >= 1 })
-	for i := 2; i <= 3; i++ {
-		e.produce(t, fmt.Sprintf(`{"id":"evt_%d","account":"acct_1","type":"invoice.paid"}`, i))
-		wait.For(t, 15*time.Second, fmt.Sprintf("event %d fanned out while the first commit is held", i), func() bool {
-			return e.deliveriesOnTopic(t, adm) >= int64(i)
-		})
-	}
+	wait.For(t, 15*time.Second, "the first transaction's commit to be held", func() bool { return held.Load() >= 1 })
+	require.EqualValues(t, 1, e.deliveriesOnTopic(t, adm), "the delivery is written, uncommitted")
+	lso, err := adm.ListCommittedOffsets(context.Background(), e.names.Deliveries)
+	require.NoError(t, err)
+	lso.Each(func(o kadm.ListedOffset) {
+		require.Zero(t, o.Offset, "partition %d: last stable offset past the open transaction's delivery", o.Partition)
+	})
 	let()
-	e.waitCommitted(t, 3)
+	require.Len(t, consume(t, e.kafka, e.names.Deliveries, 1, 15*time.Second), 1)
+	e.waitCommitted(t, 1)
 }
 
-// A batch that was polled but never acknowledged is not committed when Run
-// returns: evt_1's commit is held by the broker, so evt_2's offset is owed
-// to the next commit; evt_3's deliveries then fail permanently and Run
-// returns. The commit Run makes on its way out (after the held one is let
-// through) covers evt_1 and evt_2, never evt_3, which was not written: its
-// offset committed would lose it.
+// A batch whose deliveries Kafka refuses for good is aborted, not
+// committed: evt_1 is fanned out and committed; evt_2's deliveries fail
+// permanently and Run returns. The committed offsets cover evt_1 only
+// (committing evt_2's would lose it), and a read_committed reader sees
+// evt_1's delivery alone.
 func TestUnwrittenBatchIsNotCommittedOnReturn(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.indexedEndpoint(t, "ep_a", "acct_1")
-	held, let := e.holdCommits(t)
 	var (
 		failing atomic.Bool
 		failed  atomic.Int64
@@ -110,44 +111,43 @@ func TestUnwrittenBatchIsNotCommittedOnReturn(t *testing.T) {
 	adm := kadm.NewClient(e.kafka.Client(t))
 
 	e.produce(t, `{"id":"evt_1","account":"acct_1","type":"invoice.paid"}`)
-	wait.For(t, 15*time.Second, "the first event's commit to be held", func() bool { return held.Load() >= 1 })
-	e.produce(t, `{"id":"evt_2","account":"acct_1","type":"invoice.paid"}`)
-	wait.For(t, 15*time.Second, "the second event fanned out while the first commit is held", func() bool {
-		return e.deliveriesOnTopic(t, adm) >= 2
-	})
+	e.waitCommitted(t, 1)
 	failing.Store(true)
-	e.produce(t, `{"id":"evt_3","account":"acct_1","type":"invoice.paid"}`)
-	wait.For(t, 15*time.Second, "the third event's deliveries to fail", func() bool { return failed.Load() >= 1 })
-	let()
+	e.produce(t, `{"id":"evt_2","account":"acct_1","type":"invoice.paid"}`)
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
 	case <-time.After(time.Minute):
 		t.Fatal("Run did not return on a permanent error")
 	}
+	require.NotZero(t, failed.Load())
 
 	offs, err := adm.FetchOffsets(context.Background(), "hookd-router")
 	require.NoError(t, err)
 	var sum int64
 	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
-	require.LessOrEqual(t, sum, int64(2), "committed offsets cover the event whose deliveries were never written")
+	require.EqualValues(t, 1, sum, "committed offsets cover the event whose deliveries were never written")
+	recs := consume(t, e.kafka, e.names.Deliveries, 1, 10*time.Second)
+	require.Len(t, recs, 1)
+	d, err := delivery.Decode(recs[0])
+	require.NoError(t, err)
+	require.Equal(t, "evt_1", d.EventID)
 }
 
-// holdCommits makes the broker hold every offset commit until let is
-// called (also when t ends); held counts the commits held so far. Once
-// let, commits pass through.
-func (e *env) holdCommits(t *testing.T) (held *atomic.Int64, let func()) {
+// holdEndTxn makes the broker hold the first EndTxn request after skip
+// (the others pass) until let is called (also when t ends); held counts
+// the requests held so far (0 or 1).
+func (e *env) holdEndTxn(t *testing.T, skip int64) (held *atomic.Int64, let func()) {
 	t.Helper()
 	held = &atomic.Int64{}
 	release := make(chan struct{})
 	var once sync.Once
 	let = func() { once.Do(func() { close(release) }) }
 	t.Cleanup(let)
-	e.kafka.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+	var seen int64 // the cluster runs control functions serially
+	e.kafka.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
 		e.kafka.KeepControl()
-		select {
-		case <-release:
-		default:
+		if seen++; seen == skip+1 {
 			held.Add(1)
 			e.kafka.SleepControl(func() { <-release })
 		}

@@ -3,18 +3,24 @@
 // their reason and original bytes, and turns each valid event into one
 // delivery record per subscribed endpoint of its account (disabled ones
 // too: the dispatcher dead-letters those, so they can be resent) on the
-// deliveries topic (key = endpoint id). Offsets are committed only once
-// every record of the batch is acknowledged by Kafka. Both ingress paths
-// (the outbox relay and producers writing to the events topic) come through
-// here. It never sends HTTP and never touches Postgres: the 'pending'
-// delivery rows are written by the attempt-log writer from the deliveries
-// topic, so a Postgres outage does not stop fan-out. An oversize envelope
-// (or an invalid one in a record over the limit with its key and headers,
-// whose summary keeps 512 bytes of its key) is dead-lettered as a summary
-// (deadletter.SummaryRecord: size, limit, id, account and type when
-// readable) rather than a copy: the copy plus the dead-letter headers could
-// exceed the record limit and be refused forever, while the original stays
-// readable at its origin offset.
+// deliveries topic (key = endpoint id). Each polled batch is one Kafka
+// transaction (franz-go's GroupTransactSession): its delivery records,
+// dead letters, dedupe changelog records and the events-topic offsets are
+// committed together or not at all, so a read_committed reader sees every
+// event fanned out exactly once whatever crashes. An event repeated on
+// the ingress topic (same account and id, same partition, within the
+// dedupe window) is dropped and counted; the state that decides it is kept
+// in a compacted changelog topic and read back when a partition is
+// assigned (dedupe.go). Both ingress paths (the outbox relay and producers
+// writing to the events topic) come through here. It never sends HTTP and
+// never touches Postgres: the 'pending' delivery rows are written by the
+// attempt-log writer from the deliveries topic, so a Postgres outage does
+// not stop fan-out. An oversize envelope (or an invalid one in a record
+// over the limit with its key and headers, whose summary keeps 512 bytes
+// of its key) is dead-lettered as a summary (deadletter.SummaryRecord:
+// size, limit, id, account and type when readable) rather than a copy: the
+// copy plus the dead-letter headers could exceed the record limit and be
+// refused forever, while the original stays readable at its origin offset.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package router
@@ -25,8 +31,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,15 +82,45 @@ type Config struct {
 	MaxEnvelopeBytes int
 	// MaxPollRecords caps one batch. Defaults to 5000.
 	MaxPollRecords int
-	// RetryBackoff is the first pause before re-trying a failed write of a
-	// batch to Kafka; it doubles up to 30s. It is also the first pause after
-	// a poll that brought only errors (doubling up to 5s) and the interval
-	// at which an owed offset commit is retried. Defaults to 250ms.
+	// RetryBackoff is the first pause before a batch whose transaction was
+	// aborted (Kafka did not take it) is read and fanned out again, and
+	// before a broken transactional session is restarted; both double up
+	// to 30s. It is also the first pause after a poll that brought only
+	// errors (doubling up to 5s). Defaults to 250ms.
 	RetryBackoff time.Duration
 	// DrainTimeout bounds finishing the batch in hand once shutdown has
 	// started; before that the batch is retried for as long as Kafka is
 	// unavailable. Defaults to 30s.
 	DrainTimeout time.Duration
+	// TransactionalID identifies this router's transactional producer. It
+	// must be unique among the routers running at once (two sharing one
+	// fence each other: each restarts its session, slowly but without a
+	// duplicate) and should stay the same across a restart of the same
+	// router, so that the restarted one aborts at once the transaction
+	// the crashed one left open; otherwise that transaction holds back
+	// read_committed readers of the partitions it wrote (and the group's
+	// offsets) until TransactionTimeout. Zombie fencing itself does not
+	// depend on it: the group generation fences a router that lost its
+	// partitions (KIP-447). Defaults to Group + "-" + the host name.
+	TransactionalID string
+	// TransactionTimeout is how long Kafka lets a transaction stay open
+	// before aborting it: the longest a crashed router's open transaction
+	// holds back readers when the restarted router has another
+	// TransactionalID. It must exceed the time to fan out one batch; at
+	// most the broker's transaction.max.timeout.ms. Defaults to 30s.
+	TransactionTimeout time.Duration
+	// DedupeWindow is how long an event (account and id) is remembered
+	// after it was fanned out: a repeat whose record timestamp is within
+	// DedupeWindow of the first one's, read from the same events
+	// partition, is dropped and counted. Between 1m and 168h (the dedupe
+	// changelog keeps 7 days by default). Defaults to 1h.
+	DedupeWindow time.Duration
+	// DedupeMaxKeys caps the events remembered per events partition
+	// (about 150 bytes each): beyond it the oldest are forgotten first, so
+	// the window is shorter when more than DedupeMaxKeys events arrive
+	// on a partition within DedupeWindow. At least 1000. Defaults to
+	// 50000.
+	DedupeMaxKeys int
 }
 
 func (c *Config) setDefaults() {
@@ -105,6 +142,22 @@ func (c *Config) setDefaults() {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	if c.TransactionalID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "localhost"
+		}
+		c.TransactionalID = c.Group + "-" + host
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 30 * time.Second
+	}
+	if c.DedupeWindow == 0 {
+		c.DedupeWindow = time.Hour
+	}
+	if c.DedupeMaxKeys == 0 {
+		c.DedupeMaxKeys = 50000
+	}
 }
 
 func (c *Config) validate() error {
@@ -123,9 +176,21 @@ func (c *Config) validate() error {
 		return fmt.Errorf("router retry backoff: must be at least 1ms, got %s", c.RetryBackoff)
 	case c.DrainTimeout < time.Second:
 		return fmt.Errorf("router drain timeout: must be at least 1s, got %s", c.DrainTimeout)
+	case c.Topics.Dedupe == "":
+		return errors.New("router dedupe topic: must be set")
+	case c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute:
+		return fmt.Errorf("router transaction timeout: must be between 1s and 15m, got %s", c.TransactionTimeout)
+	case c.DedupeWindow < time.Minute || c.DedupeWindow > MaxDedupeWindow:
+		return fmt.Errorf("router dedupe window: must be between 1m and %s, got %s", MaxDedupeWindow, c.DedupeWindow)
+	case c.DedupeMaxKeys < 1000:
+		return fmt.Errorf("router dedupe max keys: must be at least 1000, got %d", c.DedupeMaxKeys)
 	}
 	return nil
 }
+
+// MaxDedupeWindow is the longest DedupeWindow: the dedupe changelog's
+// default retention (topics.Config.Retention).
+const MaxDedupeWindow = 7 * 24 * time.Hour
 
 // Deps are the Router's collaborators.
 type Deps struct {
@@ -147,16 +212,15 @@ type Router struct {
 	logger *slog.Logger
 	m      metrics
 	stage  *prometheus.HistogramVec
-	// acked is true while every record polled is acknowledged by Kafka
-	// (false from the poll of a batch until its acks), so that a
-	// revocation may commit them.
-	acked atomic.Bool
+	dd     *dedupe
 }
 
 type metrics struct {
 	events     *prometheus.CounterVec
 	invalid    *prometheus.CounterVec
 	deliveries prometheus.Counter
+	duplicates prometheus.Counter
+	aborts     prometheus.Counter
 	retries    *prometheus.CounterVec
 	batch      prometheus.Histogram
 }
@@ -174,7 +238,9 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		deps.Logger = slog.Default()
 	}
 	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger}
-	r.acked.Store(true)
+	r.dd = &dedupe{topic: cfg.Topics.Dedupe, window: cfg.DedupeWindow, maxKeys: cfg.DedupeMaxKeys,
+		opts: append(slices.Clip(deps.KafkaOpts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+			kgo.FetchMaxWait(200*time.Millisecond))}
 	r.m = metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_events_total",
 			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed endpoint) or invalid (dead-lettered)."},
@@ -183,10 +249,14 @@ func New(cfg Config, deps Deps) (*Router, error) {
 			Help: "Envelopes dead-lettered by the router, by reason."}, []string{"reason"}),
 		deliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_deliveries_total",
 			Help: "Delivery records produced by the router (one per event and subscribed endpoint)."}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_duplicate_events_total",
+			Help: "Events dropped by the router as repeats (same account and id, same events partition) of one fanned out within the dedupe window."}),
+		aborts: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_aborted_transactions_total",
+			Help: "Router transactions aborted (a failed produce, a rebalance, a refused offset commit); their batch is fanned out again."}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_write_retries_total",
-			Help: "Retried writes of a batch, by target (kafka: the router writes nowhere else)."}, []string{"target"}),
+			Help: "Batches Kafka did not take, aborted to be fanned out again, by target (kafka: the router writes nowhere else)."}, []string{"target"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookd_router_batch_seconds",
-			Help: "Time to fan out one polled batch, from poll until its records are acknowledged and its offset commit is started (not waited for).", Buckets: prometheus.DefBuckets}),
+			Help: "Time to fan out one polled batch, from poll until its transaction (records, offsets, dedupe changelog) is committed.", Buckets: prometheus.DefBuckets}),
 	}
 	for _, res := range []string{"fanned_out", "no_match", "invalid"} {
 		r.m.events.WithLabelValues(res)
@@ -196,7 +266,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		return nil, fmt.Errorf("router metrics: %w", err)
 	}
 	if deps.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.m.events, r.m.invalid, r.m.deliveries, r.m.retries, r.m.batch} {
+		for _, c := range []prometheus.Collector{r.m.events, r.m.invalid, r.m.deliveries, r.m.duplicates, r.m.aborts, r.m.retries, r.m.batch} {
 			if err := deps.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("router metrics: %w", err)
 			}
@@ -210,51 +280,80 @@ func (r *Router) Name() string { return "router" }
 
 // Run waits for the endpoint index, joins the consumer group and fans out
 // until ctx ends; then it finishes the batch in hand (within DrainTimeout),
-// commits, leaves the group and returns nil. It waits out Kafka being
-// unreachable, however long: the batch in hand is retried until Kafka
-// acknowledges it, fetch and commit errors are retried, each kind with one
-// WARN per outage. Only a permanent error (kafkaconn.Permanent:
-// authentication, authorization, an unknown topic, a record Kafka can
-// never take) ends it early, with that error.
+// leaves the group and returns nil. Each polled batch is fanned out in one
+// Kafka transaction with its offsets and dedupe changelog records
+// (exactly once to read_committed readers). It waits out Kafka being
+// unreachable, however long: a batch Kafka does not take is aborted and
+// fanned out again, fetch errors are retried, each kind with one WARN per
+// outage. Only a permanent error (kafkaconn.Permanent: authentication,
+// authorization, an unknown topic, a record Kafka can never take) ends it
+// early, with that error.
 func (r *Router) Run(ctx context.Context) error {
 	select {
 	case <-r.deps.Endpoints.Ready():
 	case <-ctx.Done():
 		return nil
 	}
+	backoff := r.cfg.RetryBackoff
+	for {
+		start := time.Now()
+		err := r.session(ctx)
+		if !errors.Is(err, errRestart) || ctx.Err() != nil {
+			return err
+		}
+		if time.Since(start) > time.Minute { // a session that worked a while: a new trouble
+			backoff = r.cfg.RetryBackoff
+		}
+		r.logger.WarnContext(ctx, "router restarting its Kafka session; the batch in hand is read again", "error", err.Error(),
+			"transactional_id", r.cfg.TransactionalID)
+		pause(ctx, backoff)
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// session runs one transactional consumer-group session until ctx ends, a
+// permanent error, or errRestart.
+func (r *Router) session(ctx context.Context) error {
 	opts := append([]kgo.Opt{}, r.deps.KafkaOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.ConsumeTopics(r.cfg.Topics.Events),
-		kgo.DisableAutoCommit(),
+		// Events an application's transaction rolled back are not events.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.TransactionalID(r.cfg.TransactionalID),
+		kgo.TransactionTimeout(r.cfg.TransactionTimeout),
+		kgo.RequireStableFetchOffsets(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsRevoked(r.revoked),
+		kgo.RecordPartitioner(changelogPartitioner{topic: r.cfg.Topics.Dedupe, rest: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}),
+		kgo.OnPartitionsRevoked(r.dd.drop),
+		kgo.OnPartitionsLost(r.dd.drop),
 	)
-	cl, err := kgo.NewClient(opts...)
+	s, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return fmt.Errorf("router kafka client: %w", err)
 	}
-	defer cl.Close()
-	r.logger.InfoContext(ctx, "router consuming", "topic", r.cfg.Topics.Events, "group", r.cfg.Group)
+	defer s.Close()
+	if err := r.claim(ctx, s.Client()); err != nil {
+		return err
+	}
+	r.logger.InfoContext(ctx, "router consuming", "topic", r.cfg.Topics.Events, "group", r.cfg.Group, "transactional_id", r.cfg.TransactionalID)
+	// Whatever the partitions were, a new session reads their state back.
+	r.dd.reset()
 
-	l := r.newLoop(ctx, cl)
-	defer l.close(ctx)
+	l := r.newLoop(s)
 	for {
-		fetches := l.poll(ctx)
+		fetches := s.PollRecords(ctx, r.cfg.MaxPollRecords)
 		if fetches.IsClientClosed() {
 			return nil
-		}
-		if !fetches.Empty() {
-			r.acked.Store(false)
 		}
 		err := l.fetchErrors(ctx, fetches)
 		if err == nil {
 			err = l.route(ctx, fetches.Records())
 		}
-		cl.AllowRebalance()
+		s.AllowRebalance()
 		switch {
 		case err != nil && ctx.Err() != nil:
-			r.logger.WarnContext(ctx, "router stopped with a batch unwritten; it will be read again", "records", len(fetches.Records()), "error", err.Error())
+			r.logger.WarnContext(ctx, "router stopped with a batch not committed; it will be read again", "records", len(fetches.Records()), "error", err.Error())
 			return nil
 		case err != nil:
 			return err
@@ -264,22 +363,74 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 }
 
+// claim initializes the transactional producer before the first poll:
+// its InitProducerID aborts at once the transaction a crashed router with
+// the same TransactionalID left open, which the group's offset fetch
+// (RequireStable) would otherwise wait on until TransactionTimeout.
+func (r *Router) claim(ctx context.Context, cl *kgo.Client) error {
+	if err := cl.BeginTransaction(); err != nil {
+		if kafkaconn.Permanent(err) { // e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+			return fmt.Errorf("initializing transactional id %s: %w", r.cfg.TransactionalID, err)
+		}
+		return fmt.Errorf("initializing transactional id %s: %w: %w", r.cfg.TransactionalID, err, errRestart)
+	}
+	// Nothing was produced: no EndTxn is sent.
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("ending the empty first transaction: %w: %w", err, errRestart)
+	}
+	return nil
+}
+
+// changelogPartitioner writes a dedupe changelog record to the partition
+// it names (that of the events partition it stands for) and partitions
+// every other record like kgo's default, on which the deliveries topic's
+// key -> partition mapping relies.
+type changelogPartitioner struct {
+	topic string
+	rest  kgo.Partitioner
+}
+
+func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if t == p.topic {
+		return kgo.ManualPartitioner().ForTopic(t)
+	}
+	return p.rest.ForTopic(t)
+}
+
 // batch is the reusable scratch space of one polled batch.
 type batch struct {
 	out     []*kgo.Record
 	matches []*endpoint.Endpoint
+	pending pending
 	// routed are the timestamps of the events fanned out, observed as
-	// stage.Route once their deliveries are acked.
+	// stage.Route once their transaction commits.
 	routed []time.Time
 }
 
-// handle fans out recs and returns once every output record is acked. It
-// retries failed writes until they succeed, a permanent error, or ctx (the
-// work context: DrainTimeout after shutdown starts) ends.
-func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) error {
+// handled is what a batch did, counted once its transaction commits.
+type handled struct {
+	fanned, noMatch, invalid, duplicates, deliveries float64
+	invalidReasons                                   []string
+	routed                                           []time.Time
+	pending                                          *pending
+	// produceErr is the last error of the records Kafka did not take
+	// (a permanent one if any), nil if it took them all.
+	produceErr error
+}
+
+// handle fans out recs into the open transaction and waits for every
+// output record's ack. Its error is one that ends the batch before
+// anything is produced (the dedupe state could not be read back, wrapped
+// errDedupeState); a produce failure is in handled.produceErr.
+func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) (handled, error) {
 	b := &l.b
 	b.out, b.routed = b.out[:0], b.routed[:0]
-	var fanned, noMatch, invalid, deliveries float64
+	b.pending.reset()
+	res := handled{pending: &b.pending}
+	states, err := r.dd.state(ctx, recs)
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", errDedupeState, err)
+	}
 	for _, rec := range recs {
 		env, err := event.Parse(rec.Value, event.Origin{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp},
 			r.cfg.MaxEnvelopeBytes)
@@ -291,18 +442,28 @@ func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) error 
 			}
 		}
 		if err != nil {
-			b.out = append(b.out, r.deadLetter(rec, err))
-			invalid++
+			dl, reason := r.deadLetter(rec, err)
+			b.out = append(b.out, dl)
+			res.invalidReasons = append(res.invalidReasons, reason)
+			res.invalid++
 			continue
 		}
+		key := dedupeKey(env.Account, env.ID)
+		if r.dd.check(&b.pending, states[rec.Partition], rec.Partition, key, rec.Timestamp) {
+			res.duplicates++
+			r.logger.InfoContext(ctx, "duplicate event dropped", "event_id", env.ID, "account", env.Account,
+				"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
+			continue
+		}
+		b.out = append(b.out, r.dd.record(rec.Partition, key, rec.Timestamp, rec.Offset))
 		b.matches = r.deps.Endpoints.MatchEvent(env.Account, env.Type, env.Data, b.matches[:0])
 		if len(b.matches) == 0 {
-			noMatch++
+			res.noMatch++
 			r.logger.InfoContext(ctx, "event matched no endpoint", "event_id", env.ID, "account", env.Account, "event_type", env.Type,
 				"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
 			continue
 		}
-		fanned++
+		res.fanned++
 		b.routed = append(b.routed, rec.Timestamp)
 		for _, ep := range b.matches {
 			d := delivery.Delivery{
@@ -310,30 +471,39 @@ func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) error 
 				Account: env.Account, EventCreated: env.Created, Attempt: 1, Body: body,
 			}
 			b.out = append(b.out, d.Record(r.cfg.Topics.Deliveries))
-			deliveries++
+			res.deliveries++
 		}
 	}
-
-	if err := r.produceAll(ctx, l, b.out); err != nil {
-		return err
-	}
-	for _, ts := range b.routed {
-		stage.Since(r.stage, stage.Route, ts)
-	}
-	r.m.events.WithLabelValues("fanned_out").Add(fanned)
-	r.m.events.WithLabelValues("no_match").Add(noMatch)
-	r.m.events.WithLabelValues("invalid").Add(invalid)
-	r.m.deliveries.Add(deliveries)
-	return nil
+	res.routed = b.routed
+	res.produceErr = r.produceOnce(ctx, l, b.out)
+	return res, nil
 }
 
-func (r *Router) deadLetter(rec *kgo.Record, err error) *kgo.Record {
+// committed counts a batch whose transaction committed and makes its
+// events part of the dedupe state.
+func (r *Router) committed(res handled) {
+	r.dd.commit(res.pending)
+	for _, ts := range res.routed {
+		stage.Since(r.stage, stage.Route, ts)
+	}
+	r.m.events.WithLabelValues("fanned_out").Add(res.fanned)
+	r.m.events.WithLabelValues("no_match").Add(res.noMatch)
+	r.m.events.WithLabelValues("invalid").Add(res.invalid)
+	for _, reason := range res.invalidReasons {
+		r.m.invalid.WithLabelValues(reason).Inc()
+	}
+	r.m.duplicates.Add(res.duplicates)
+	r.m.deliveries.Add(res.deliveries)
+}
+
+// deadLetter returns the dead letter of an invalid envelope, and its
+// reason (counted once the transaction commits).
+func (r *Router) deadLetter(rec *kgo.Record, err error) (*kgo.Record, string) {
 	reason, detail := "invalid_envelope", err.Error()
 	var ie *event.InvalidError
 	if errors.As(err, &ie) {
 		reason = string(ie.Reason)
 	}
-	r.m.invalid.WithLabelValues(reason).Inc()
 	r.logger.Warn("invalid event envelope dead-lettered", "reason", reason, "detail", detail,
 		"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
 	p := deadletter.Provenance{
@@ -351,7 +521,7 @@ func (r *Router) deadLetter(rec *kgo.Record, err error) *kgo.Record {
 		dl = deadletter.Record(r.cfg.Topics.DLQ, rec, p)
 	}
 	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderEnvelopeError, Value: []byte(detail)})
-	return dl
+	return dl, reason
 }
 
 // maxSummaryKey bounds the key a summary dead letter keeps.
@@ -380,52 +550,25 @@ func oversizeSummary(value []byte, limit int, detail string) deadletter.Summary 
 		Size: len(value), Limit: limit, Detail: detail}
 }
 
-// produceAll produces recs and waits for every ack, re-producing the
-// failed ones with backoff until they are acked, one of them fails
-// permanently, or ctx ends. kgo itself retries a produce Kafka can take
-// later (no leader, timed out, broker unreachable) without a limit.
-func (r *Router) produceAll(ctx context.Context, l *loop, recs []*kgo.Record) error {
-	pending := recs
-	backoff := r.cfg.RetryBackoff
-	for {
-		failed, last := r.produceOnce(ctx, l, pending)
-		if len(failed) == 0 {
-			l.produce.ok(ctx)
-			return nil
-		}
-		if kafkaconn.Permanent(last) {
-			return fmt.Errorf("producing to %s: %w", failed[0].Topic, last)
-		}
-		r.m.retries.WithLabelValues("kafka").Inc()
-		l.produce.fail(ctx, fmt.Errorf("%d records: %w", len(failed), last))
-		pause(ctx, backoff)
-		if ctx.Err() != nil {
-			return fmt.Errorf("producing %d records: %w (last error: %v)", len(failed), context.Cause(ctx), last)
-		}
-		backoff = min(2*backoff, 30*time.Second)
-		pending = failed
-	}
-}
-
-// produceOnce produces recs and returns the ones that failed, with the
-// last error (a permanent one if any failed permanently). Acks still
-// missing after stallAfter count as a produce failure (one WARN), since
-// kgo retries an unreachable broker silently.
-func (r *Router) produceOnce(ctx context.Context, l *loop, recs []*kgo.Record) ([]*kgo.Record, error) {
+// produceOnce produces recs into the open transaction and returns the
+// last error of those Kafka did not take (a permanent one if any), nil
+// when it acknowledged them all. kgo itself retries a produce Kafka can
+// take later (no leader, timed out, broker unreachable) without a limit;
+// acks still missing after stallAfter count as a produce failure (one
+// WARN), since kgo retries an unreachable broker silently.
+func (r *Router) produceOnce(ctx context.Context, l *loop, recs []*kgo.Record) error {
 	var (
-		mu     sync.Mutex
-		failed []*kgo.Record
-		last   error
-		wg     sync.WaitGroup
+		mu   sync.Mutex
+		last error
+		wg   sync.WaitGroup
 	)
 	wg.Add(len(recs))
 	for _, rec := range recs {
 		l.cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
-				failed = append(failed, rec)
 				if last == nil || !kafkaconn.Permanent(last) {
-					last = err
+					last = fmt.Errorf("producing to %s: %w", rec.Topic, err)
 				}
 				mu.Unlock()
 			}
@@ -448,7 +591,10 @@ func (r *Router) produceOnce(ctx context.Context, l *loop, recs []*kgo.Record) (
 		l.produce.fail(ctx, fmt.Errorf("%d records not acknowledged after %s", len(recs), stallAfter))
 		<-acked
 	}
-	return failed, last
+	if last == nil {
+		l.produce.ok(ctx)
+	}
+	return last
 }
 
 // stallAfter is how long a batch waits for Kafka's acks before the wait

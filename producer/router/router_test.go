@@ -110,11 +110,12 @@ func (e *env) produce(t testing.TB, values ...string) {
 	}
 }
 
-// consume reads topic from the start until it holds want records (then
-// waits briefly for extras) or the deadline passes.
+// consume reads topic from the start, read_committed as hookd's readers
+// of the router's topics do, until it holds want records (then waits
+// briefly for extras) or the deadline passes.
 func consume(t testing.TB, c *kafkatest.Cluster, topic string, want int, deadline time.Duration) []*kgo.Record {
 	t.Helper()
-	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	var out []*kgo.Record
 	end := time.Now().Add(deadline)
 	settle := time.Time{}

@@ -298,6 +298,9 @@ func (w *Writer) Run(ctx context.Context) error {
 	opts = append(opts,
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topic, w.cfg.DeliveriesTopic),
+		// The router writes deliveries in transactions: an aborted one's
+		// records are not deliveries.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitCallback(func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil || len(req.Topics) > 0 { // an empty request was not sent: it says nothing of the broker

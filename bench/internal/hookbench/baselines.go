@@ -115,7 +115,8 @@ func (b *bench) b1(ctx context.Context, s *stack) error {
 	start := time.Now()
 	for p := range int32(b.cfg.Partitions) {
 		kc, err := kgo.NewClient(kgo.SeedBrokers(s.cluster.KafkaAddr), kgo.MaxConcurrentFetches(1),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"webhooks.deliveries": {p: kgo.NewOffset().AtStart()}}))
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"webhooks.deliveries": {p: kgo.NewOffset().AtStart()}}),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted())) // the router writes deliveries in transactions
 		if err != nil {
 			return err
 		}

@@ -218,6 +218,7 @@ type RunCmd struct {
 	EmbeddedFlags
 	RelayFlags
 	EnvelopeFlags
+	RouterFlags
 	DispatchFlags
 	AttemptLogFlags
 	NoRelay bool `name:"no-relay" env:"HOOKD_NO_RELAY" help:"Do not run the outbox relay (events come only from the events topic; Postgres then needs no wal_level=logical)."`
@@ -240,6 +241,9 @@ func (c *RunCmd) config() (daemon.Config, error) {
 	if err := c.EnvelopeFlags.validate(); err != nil {
 		return daemon.Config{}, err
 	}
+	if err := c.RouterFlags.validate(); err != nil {
+		return daemon.Config{}, err
+	}
 	cfg, err := c.daemonConfig()
 	if err != nil {
 		return daemon.Config{}, err
@@ -258,7 +262,7 @@ func (c *RunCmd) config() (daemon.Config, error) {
 
 // roles lists what `hookd run` runs: every role, one endpoint index.
 func (c *RunCmd) roles() []daemon.RoleFactory {
-	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags, envelope: c.EnvelopeFlags, dispatch: c.DispatchFlags, attemptLog: c.AttemptLogFlags}
+	s := &roleSet{daemon: c.DaemonFlags, relay: c.RelayFlags, envelope: c.EnvelopeFlags, router: c.RouterFlags, dispatch: c.DispatchFlags, attemptLog: c.AttemptLogFlags}
 	roles := []daemon.RoleFactory{s.indexRole(), s.routerRole(), s.dispatchRole()}
 	if !c.NoRelay {
 		roles = append(roles, s.relayRole())

@@ -37,6 +37,24 @@ func (f EnvelopeFlags) validate() error {
 	return nil
 }
 
+// RouterFlags configure the router's exactly-once fan-out and ingress
+// dedupe.
+type RouterFlags struct {
+	DedupeWindow    time.Duration `name:"dedupe-window" default:"1h" env:"HOOKD_DEDUPE_WINDOW" help:"An event repeated on the events topic (same account and id, same partition) within this long of the first copy's record timestamp is dropped, not delivered again (1m..168h)."`
+	DedupeMaxKeys   int           `name:"dedupe-max-keys" default:"50000" env:"HOOKD_DEDUPE_MAX_KEYS" help:"Events remembered per events partition for --dedupe-window (about 150 bytes each); past it the oldest are forgotten first (at least 1000)."`
+	TransactionalID string        `name:"transactional-id" env:"HOOKD_TRANSACTIONAL_ID" help:"Kafka transactional id of this router: unique per running router, the same across its restarts. Default: hookd-router-<host name>."`
+}
+
+func (f RouterFlags) validate() error {
+	switch {
+	case f.DedupeWindow < time.Minute || f.DedupeWindow > router.MaxDedupeWindow:
+		return fmt.Errorf("--dedupe-window: must be between 1m and %s, got %s", router.MaxDedupeWindow, f.DedupeWindow)
+	case f.DedupeMaxKeys < 1000:
+		return fmt.Errorf("--dedupe-max-keys: must be at least 1000, got %d", f.DedupeMaxKeys)
+	}
+	return nil
+}
+
 // EndpointLimitFlags bound what an account may set on its endpoints: the
 // API refuses values beyond them, and the dispatcher applies them to every
 // request whatever is stored. `hookd run`, `hookd dispatch` and `hookd
@@ -126,6 +144,7 @@ type roleSet struct {
 	daemon     DaemonFlags
 	relay      RelayFlags
 	envelope   EnvelopeFlags
+	router     RouterFlags
 	dispatch   DispatchFlags
 	attemptLog AttemptLogFlags
 
@@ -182,7 +201,8 @@ func (s *roleSet) routerRole() daemon.RoleFactory {
 		if err != nil {
 			return nil, err
 		}
-		r, err := router.New(router.Config{Topics: env.Names, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes}, router.Deps{
+		r, err := router.New(router.Config{Topics: env.Names, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes,
+			DedupeWindow: s.router.DedupeWindow, DedupeMaxKeys: s.router.DedupeMaxKeys, TransactionalID: s.router.TransactionalID}, router.Deps{
 			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
 		})
 		if err != nil {
@@ -294,6 +314,7 @@ func (c *RelayCmd) Run(ctx context.Context, logger *slog.Logger) error {
 type RouterCmd struct {
 	DaemonFlags
 	EnvelopeFlags
+	RouterFlags
 }
 
 // Run implements `hookd router`.
@@ -301,7 +322,10 @@ func (c *RouterCmd) Run(ctx context.Context, logger *slog.Logger) error {
 	if err := c.EnvelopeFlags.validate(); err != nil {
 		return usage(err)
 	}
-	s := &roleSet{daemon: c.DaemonFlags, envelope: c.EnvelopeFlags}
+	if err := c.RouterFlags.validate(); err != nil {
+		return usage(err)
+	}
+	s := &roleSet{daemon: c.DaemonFlags, envelope: c.EnvelopeFlags, router: c.RouterFlags}
 	return runRoles(ctx, logger, "router", c.DaemonFlags, nil, s.indexRole(), s.routerRole())
 }
 
