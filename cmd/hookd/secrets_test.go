@@ -141,11 +141,20 @@ func TestSecretsAtRest(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, signature.Sign(r.id, time.Unix(unix, 0), r.body, []signature.Secret{sec}), r.sig)
 	}
+	// Nothing secret in Kafka, /metrics or the log: neither the secrets, nor
+	// the key, nor what Postgres holds.
+	leaks := []string{strings.TrimPrefix(plainSecret, "whsec_"), strings.TrimPrefix(created.Secret, "whsec_"), key,
+		storedSecrets(t, db, "ep_old")[0], storedSecrets(t, db, "ep_new")[0]}
+	requireNoLeak(t, "kafka", topicsContent(t, ctx, kafkaAddr), leaks)
+	resp, err = http.Get("http://" + httpAddr + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	requireNoLeak(t, "/metrics", string(metrics), leaks)
 	p.Signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.Wait(30*time.Second), p.Stderr())
-	for _, s := range []string{plainSecret, created.Secret, key} {
-		require.NotContains(t, p.Stderr(), strings.TrimPrefix(s, "whsec_"), "a secret or the key is in hookd's log")
-	}
+	requireNoLeak(t, "hookd's log", p.Stderr(), leaks)
 
 	// hookctl reads them with the key, and says which key it lacks without.
 	code, out, stderr = proctest.Run(t, 30*time.Second, hookctl, []string{"DATABASE_URL=" + db.URL, "HOOKD_SECRETS_KEY=" + key}, "endpoints", "show", "ep_old", "--show-secrets")
@@ -177,4 +186,42 @@ func TestSecretsAtRest(t *testing.T) {
 		require.Contains(t, lines[0], tc.want, tc.name)
 		require.NotContains(t, stderr, key[:20], tc.name)
 	}
+}
+
+func requireNoLeak(t *testing.T, where, content string, leaks []string) {
+	t.Helper()
+	for i, l := range leaks {
+		require.NotContains(t, content, l, "secret %d is in %s", i+1, where)
+	}
+}
+
+// topicsContent is every record (key, value, headers) of hookd's topics, as text.
+func topicsContent(t *testing.T, ctx context.Context, addr string) string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeRegex(), kgo.ConsumeTopics(`^webhooks\..*`),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	var b strings.Builder
+	n := 0
+	// The records are there already: poll until a poll brings nothing new.
+	for empty := 0; empty < 3; {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := cl.PollFetches(pctx)
+		cancel()
+		if fetches.NumRecords() == 0 {
+			empty++
+			continue
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			n++
+			b.Write(r.Key)
+			b.Write(r.Value)
+			for _, h := range r.Headers {
+				b.WriteString(h.Key + "=" + string(h.Value))
+			}
+		})
+	}
+	require.GreaterOrEqual(t, n, 3, "the event, its deliveries and attempts")
+	return b.String()
 }
