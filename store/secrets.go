@@ -120,13 +120,38 @@ func (s *Store) CheckSecretKeys(ctx context.Context) (SecretsAtRest, error) {
 		}
 	}
 	if len(missing) == 0 {
-		return res, nil
+		return res, s.checkKeysOpen(ctx)
 	}
 	given := "none is given"
 	if s.secrets != nil {
 		given = "the keys given have id " + strings.Join(s.secrets.IDs(), ", ")
 	}
 	return res, fmt.Errorf("%w: key id %s; %s", ErrSecretsKey, strings.Join(missing, ", "), given)
+}
+
+// checkKeysOpen opens one sealed secret per key id in use: a key given
+// under an explicit id that is not the key that sealed (a typo in a key
+// file) fails here, at start-up, rather than on every read.
+func (s *Store) checkKeysOpen(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (split_part(v, ':', 2)) id, v
+		FROM webhooks.endpoints, unnest(secrets) AS v WHERE v LIKE 'v1:%' ORDER BY split_part(v, ':', 2), id`)
+	if err != nil {
+		return fmt.Errorf("checking the secrets keys: %s", oneLine(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, v string
+		if err := rows.Scan(&id, &v); err != nil {
+			return fmt.Errorf("checking the secrets keys: %s", oneLine(err))
+		}
+		if _, err := s.openSecrets(id, []string{v}); err != nil {
+			return fmt.Errorf("%w: %w", ErrSecretsKey, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("checking the secrets keys: %s", oneLine(err))
+	}
+	return nil
 }
 
 // RotateSecretsParams configures RotateSecretKeys.

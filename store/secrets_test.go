@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -192,6 +193,15 @@ func TestRotateSecretKeys(t *testing.T) {
 	require.Contains(t, err.Error(), secretbox.KeyID(key(1))+" (7)")
 	_, err = b.open(t, key(2)).CheckSecretKeys(ctx)
 	require.ErrorIs(t, err, store.ErrSecretsKey)
+	// The right id with the wrong key (an explicit id, a typo in the key).
+	wrongUnderID, err := secretbox.ParseKeys(secretbox.KeyID(key(1)) + ":" + base64.StdEncoding.EncodeToString(key(9)))
+	require.NoError(t, err)
+	wrong, err := store.Open(ctx, store.Config{DatabaseURL: b.db.URL, Secrets: wrongUnderID}, nil)
+	require.NoError(t, err)
+	defer wrong.Close()
+	_, err = wrong.CheckSecretKeys(ctx)
+	require.ErrorIs(t, err, store.ErrSecretsKey)
+	require.ErrorIs(t, err, secretbox.ErrDecrypt)
 
 	// A new key, current, with the old one still given: new writes and the
 	// rotation use the new one; then the old one is no longer needed.
