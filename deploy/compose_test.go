@@ -69,6 +69,23 @@ func TestComposePublishesPostgresAndTheAPI(t *testing.T) {
 	require.True(t, strings.HasPrefix(tok, "${HOOKD_ADMIN_TOKEN:?"), "the API's admin token comes from the environment and is required, got %q", tok)
 }
 
+// TestComposeEncryptsSecretsAtRest: every hookd daemon gets the key that
+// encrypts signing secrets, from the environment, required.
+func TestComposeEncryptsSecretsAtRest(t *testing.T) {
+	t.Parallel()
+	c := loadComposeHost(t)
+	n := 0
+	for name, s := range c.Services {
+		if !strings.HasPrefix(name, "hookd") || name == "hookd-migrate" {
+			continue
+		}
+		n++
+		key, _ := s.Environment["HOOKD_SECRETS_KEY"].(string)
+		require.True(t, strings.HasPrefix(key, "${HOOKD_SECRETS_KEY:?"), "%s: the secrets key comes from the environment and is required, got %q", name, key)
+	}
+	require.GreaterOrEqual(t, n, 5)
+}
+
 func TestComposeStatefulServicesKeepTheirData(t *testing.T) {
 	t.Parallel()
 	c := loadComposeHost(t)

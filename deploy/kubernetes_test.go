@@ -238,6 +238,9 @@ func TestKubernetesEnvIsRealHookdConfig(t *testing.T) {
 	ca := m.configMaps["hookd"].Data["HOOKD_KAFKA_TLS_CA"]
 	require.Equal(t, "/etc/hookd/kafka/ca.pem", ca)
 	require.Contains(t, m.secrets["hookd-kafka-ca"].StringData, "ca.pem")
+	// Every pod loads the hookd Secret, so every process gets the key that
+	// encrypts signing secrets at rest.
+	require.Contains(t, m.secrets["hookd"].StringData, "HOOKD_SECRETS_KEY")
 }
 
 // TestKustomizationListsEveryManifest keeps kustomization.yaml in step with

@@ -24,7 +24,8 @@ var _ endpoint.Source = (*Store)(nil)
 const endpointColumns = `id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms,
 	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at`
 
-func scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
+// scanEndpoint reads one endpoint row and opens its signing secrets.
+func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 	var (
 		e                       endpoint.Endpoint
 		status                  string
@@ -60,14 +61,17 @@ func scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 	if e.EventTypes == nil {
 		e.EventTypes = []string{}
 	}
+	if e.Secrets, err = s.openSecrets(e.ID, e.Secrets); err != nil {
+		return e, err
+	}
 	return e, nil
 }
 
-func collectEndpoints(rows pgx.Rows) ([]endpoint.Endpoint, error) {
+func (s *Store) collectEndpoints(rows pgx.Rows) ([]endpoint.Endpoint, error) {
 	defer rows.Close()
 	var out []endpoint.Endpoint
 	for rows.Next() {
-		e, err := scanEndpoint(rows)
+		e, err := s.scanEndpoint(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -108,12 +112,14 @@ func nullFloat(f float64) *float64 {
 	return &f
 }
 
-func endpointArgs(e *endpoint.Endpoint) []any {
+// endpointArgs are e's columns in endpointColumns order, its secrets sealed
+// under the current key (when one is given).
+func (s *Store) endpointArgs(e *endpoint.Endpoint) []any {
 	types := e.EventTypes
 	if types == nil {
 		types = []string{}
 	}
-	return []any{e.ID, e.Account, e.URL, e.Description, e.Secrets, types, string(e.Status),
+	return []any{e.ID, e.Account, e.URL, e.Description, s.sealSecrets(e.ID, e.Secrets), types, string(e.Status),
 		nullInt(e.MaxInFlight), nullInt(int(e.Timeout / time.Millisecond)), nullFloat(e.RatePerSec),
 		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt)}
 }
@@ -134,8 +140,8 @@ func (s *Store) CreateEndpoint(ctx context.Context, e endpoint.Endpoint) (endpoi
 		(id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms, rate_per_sec,
 		 failing_since, disabled_reason, disabled_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-		RETURNING `+endpointColumns, endpointArgs(&e)...)
-	out, err := scanEndpoint(row)
+		RETURNING `+endpointColumns, s.endpointArgs(&e)...)
+	out, err := s.scanEndpoint(row)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -148,14 +154,23 @@ func (s *Store) CreateEndpoint(ctx context.Context, e endpoint.Endpoint) (endpoi
 
 // GetEndpoint returns the endpoint with id, or ErrNotFound.
 func (s *Store) GetEndpoint(ctx context.Context, id string) (endpoint.Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, `SELECT `+endpointColumns+` FROM webhooks.endpoints WHERE id = $1`, id))
-	if errors.Is(err, ErrNotFound) {
-		return e, fmt.Errorf("endpoint %s: %w", id, ErrNotFound)
-	}
+	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, `SELECT `+endpointColumns+` FROM webhooks.endpoints WHERE id = $1`, id))
 	if err != nil {
-		return e, fmt.Errorf("reading endpoint %s: %s", id, oneLine(err))
+		return e, readError(id, err)
 	}
 	return e, nil
+}
+
+// readError describes a failed read of endpoint id.
+func readError(id string, err error) error {
+	var ke *SecretKeyError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("endpoint %s: %w", id, ErrNotFound)
+	case errors.As(err, &ke):
+		return err
+	}
+	return fmt.Errorf("reading endpoint %s: %s", id, oneLine(err))
 }
 
 // ListEndpointsParams filters ListEndpoints; zero fields match everything.
@@ -178,7 +193,7 @@ func (s *Store) ListEndpoints(ctx context.Context, p ListEndpointsParams) ([]end
 	if err != nil {
 		return nil, fmt.Errorf("listing endpoints: %s", oneLine(err))
 	}
-	return collectEndpoints(rows)
+	return s.collectEndpoints(rows)
 }
 
 // ModifyEndpoint reads the endpoint with id under a row lock, lets change
@@ -188,12 +203,9 @@ func (s *Store) ListEndpoints(ctx context.Context, p ListEndpointsParams) ([]end
 func (s *Store) ModifyEndpoint(ctx context.Context, id string, change func(*endpoint.Endpoint) error) (endpoint.Endpoint, error) {
 	var out endpoint.Endpoint
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		e, err := scanEndpoint(tx.QueryRow(ctx, `SELECT `+endpointColumns+` FROM webhooks.endpoints WHERE id = $1 FOR UPDATE`, id))
-		if errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("endpoint %s: %w", id, ErrNotFound)
-		}
+		e, err := s.scanEndpoint(tx.QueryRow(ctx, `SELECT `+endpointColumns+` FROM webhooks.endpoints WHERE id = $1 FOR UPDATE`, id))
 		if err != nil {
-			return fmt.Errorf("reading endpoint %s: %s", id, oneLine(err))
+			return readError(id, err)
 		}
 		acct := e.Account
 		if err := change(&e); err != nil {
@@ -203,8 +215,8 @@ func (s *Store) ModifyEndpoint(ctx context.Context, id string, change func(*endp
 		if err := e.Validate(); err != nil {
 			return err
 		}
-		args := endpointArgs(&e)
-		out, err = scanEndpoint(tx.QueryRow(ctx, `UPDATE webhooks.endpoints SET
+		args := s.endpointArgs(&e)
+		out, err = s.scanEndpoint(tx.QueryRow(ctx, `UPDATE webhooks.endpoints SET
 			url = $3, description = $4, secrets = $5, event_types = $6, status = $7, max_in_flight = $8,
 			timeout_ms = $9, rate_per_sec = $10, failing_since = $11, disabled_reason = $12, disabled_at = $13,
 			updated_at = now()
@@ -239,7 +251,7 @@ func (s *Store) AllEndpoints(ctx context.Context) ([]endpoint.Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading endpoints: %s", oneLine(err))
 	}
-	return collectEndpoints(rows)
+	return s.collectEndpoints(rows)
 }
 
 // EndpointsByID returns the endpoints of ids that exist.
@@ -248,7 +260,7 @@ func (s *Store) EndpointsByID(ctx context.Context, ids []string) ([]endpoint.End
 	if err != nil {
 		return nil, fmt.Errorf("loading endpoints: %s", oneLine(err))
 	}
-	return collectEndpoints(rows)
+	return s.collectEndpoints(rows)
 }
 
 // ListenEndpointChanges takes a connection out of the pool, LISTENs on

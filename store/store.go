@@ -4,7 +4,9 @@
 // (ErrNotFound, ...), never on pgx's. The one exception is producer/relay,
 // which speaks the replication protocol on a pgconn connection of its own
 // and reads that connection's errors (a busy slot, a receive timeout)
-// itself. It never talks to Kafka or to endpoints.
+// itself. Endpoint signing secrets are encrypted at rest here, and only
+// here (Config.Secrets, package secretbox): callers read and write plain
+// secrets. It never talks to Kafka or to endpoints.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package store
@@ -20,6 +22,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/internal/secretbox"
 )
 
 // ErrNotFound is returned when a row asked for by id does not exist.
@@ -35,6 +39,11 @@ type Config struct {
 	MaxConns int32
 	// ConnectTimeout bounds establishing a connection. Defaults to 5s.
 	ConnectTimeout time.Duration
+	// Secrets encrypts endpoint signing secrets at rest: writes seal them
+	// under its current key, reads open them under any of its keys, and
+	// plain-text secrets (written before a key was given) still read. Nil
+	// writes plain text and fails to read a sealed secret. Defaults to nil.
+	Secrets *secretbox.Keyring
 }
 
 func (c *Config) setDefaults() {
@@ -58,8 +67,9 @@ func (c *Config) validate() error {
 
 // Store is the handle on hookd's Postgres schema.
 type Store struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
+	pool    *pgxpool.Pool
+	logger  *slog.Logger
+	secrets *secretbox.Keyring
 	// windowsAlways makes WriteAttempts render every batch as one with
 	// several attempts of a delivery (tests compare both renderings).
 	windowsAlways bool
@@ -92,7 +102,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) 
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	s := &Store{pool: pool, logger: logger}
+	s := &Store{pool: pool, logger: logger, secrets: cfg.Secrets}
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("database %s:%d unreachable: %s%s", pc.ConnConfig.Host, pc.ConnConfig.Port, oneLine(err), defaultsHint(cfg, pc))

@@ -58,6 +58,7 @@ type Globals struct {
 	RetrySchedule string   `name:"retry-schedule" default:"${retry_schedule}" env:"HOOKD_RETRY_SCHEDULE" group:"connection" help:"Retry schedule hookd was started with (names the tier topics)."`
 
 	cmdline.KafkaSecurityFlags `group:"kafka-security"`
+	cmdline.SecretsKeyFlags    `group:"connection"`
 
 	stdout io.Writer
 	logger *slog.Logger
@@ -99,6 +100,10 @@ func (g *Globals) TopicsConfig() (topics.Config, error) {
 // current schema (it says to run hookd migrate), is a usage error (exit 2).
 func (g *Globals) Store(ctx context.Context) (*store.Store, error) {
 	cfg := store.Config{DatabaseURL: g.DatabaseURL}
+	var err error
+	if cfg.Secrets, err = g.Keyring(); err != nil {
+		return nil, Usage(err)
+	}
 	if _, err := store.ParsePoolConfig(cfg); err != nil {
 		return nil, Usage(err)
 	}

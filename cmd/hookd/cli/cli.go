@@ -1,6 +1,6 @@
 // Package cli is the command line of the hookd daemon: flags mirrored by
 // HOOKD_* environment variables (kong), one command per role plus `run`
-// (every role in one process), `migrate` and `broker`. It turns flags into
+// (every role in one process), `migrate`, `broker` and `secrets`. It turns flags into
 // component configs and hands them to package daemon; it holds no logic of
 // its own.
 //
@@ -51,6 +51,7 @@ type CLI struct {
 	Broker      BrokerCmd      `cmd:"" help:"Run only the embedded Kafka broker (for running roles as separate processes on one machine)."`
 	API         APICmd         `cmd:"" name:"api" help:"Serve only the HTTP API, health and metrics (no delivery role)."`
 	Healthcheck HealthcheckCmd `cmd:"" help:"Probe a running hookd's /readyz (container healthcheck); exit 0 when ready."`
+	Secrets     SecretsCmd     `cmd:"" help:"Endpoint signing secrets at rest: status, rotate-key (encrypt every secret with the current key)."`
 	Version     VersionCmd     `cmd:"" help:"Print the version and exit."`
 }
 
@@ -116,6 +117,7 @@ type DaemonFlags struct {
 	AdminToken       string        `name:"admin-token" env:"HOOKD_ADMIN_TOKEN" help:"Bearer token with access to every account on the /v1 API and support sign-in to the portal (empty: admin access off). Prefer the environment variable."`
 	Pprof            bool          `name:"pprof" env:"HOOKD_PPROF" help:"Serve Go's profiler (net/http/pprof) at /debug/pprof/ on --listen; with --admin-token set it requires that token (Authorization: Bearer). Off by default."`
 	PortalFlags
+	cmdline.SecretsKeyFlags
 }
 
 // PortalFlags configure the delivery portal served under /portal/ on --listen.
@@ -129,9 +131,13 @@ func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
 	if err != nil {
 		return daemon.Config{}, usage(err)
 	}
+	pg := f.storeConfig()
+	if pg.Secrets, err = f.Keyring(); err != nil {
+		return daemon.Config{}, usage(err)
+	}
 	return daemon.Config{
 		Kafka:            kc,
-		Postgres:         f.storeConfig(),
+		Postgres:         pg,
 		Topics:           tc,
 		HTTP:             api.Config{Listen: f.Listen, Pprof: f.Pprof, AdminToken: f.AdminToken},
 		Migrate:          !f.NoMigrate,

@@ -347,6 +347,35 @@ func (p *process) openStore(ctx context.Context) error {
 	if _, err := st.MaintainAttemptPartitions(ctx, time.Now(), 3, p.cfg.AttemptRetention); err != nil {
 		return fmt.Errorf("%w (run hookd migrate first?)", err)
 	}
+	return p.checkSecretKeys(ctx, st)
+}
+
+// checkSecretKeys refuses to start when signing secrets are encrypted with
+// a key this process was not given: every role of every process reads
+// endpoints (the API at least), and would otherwise fail on each of them.
+// It says what is left to encrypt.
+func (p *process) checkSecretKeys(ctx context.Context, st *store.Store) error {
+	at, err := st.CheckSecretKeys(ctx)
+	if errors.Is(err, store.ErrSecretsKey) {
+		return fmt.Errorf("%w: give every key still in use in HOOKD_SECRETS_KEY or --secrets-key-file (docs/operations.md, Secrets at rest)", err)
+	}
+	if err != nil {
+		return err
+	}
+	ring := p.cfg.Postgres.Secrets
+	if ring == nil {
+		return nil
+	}
+	older := 0
+	for id, n := range at.ByKey {
+		if id != ring.CurrentID() {
+			older += n
+		}
+	}
+	if at.Plain > 0 || older > 0 {
+		p.logger.InfoContext(ctx, "signing secrets not yet under the current key: run hookd secrets rotate-key once every process has it",
+			"plain_text", at.Plain, "older_keys", older, "current_key", ring.CurrentID())
+	}
 	return nil
 }
 
