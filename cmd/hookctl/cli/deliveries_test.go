@@ -54,7 +54,7 @@ func TestDeliveriesShowCountsEveryRound(t *testing.T) {
 	require.NoError(t, err)
 	d, err := db.Store.GetDelivery(ctx, store.AnyAccount, dlv)
 	require.NoError(t, err)
-	require.Equal(t, 3, d.Attempts, "the delivery row keeps the highest attempt number")
+	require.Equal(t, 5, d.Attempts, "the delivery row counts the attempts made, as show does (issue 32)")
 
 	code, out, errOut := hookctl(t, db, "deliveries", "show", dlv)
 	require.Equal(t, 0, code, errOut)
