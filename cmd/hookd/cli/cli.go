@@ -124,6 +124,9 @@ type DaemonFlags struct {
 type PortalFlags struct {
 	PortalBaseURL        string   `name:"portal-base-url" env:"HOOKD_PORTAL_BASE_URL" help:"Public origin of the portal as browsers reach it (https://hooks.example.com); https makes its cookies Secure and __Host-. Empty: taken from each request."`
 	PortalFrameAncestors []string `name:"portal-frame-ancestors" env:"HOOKD_PORTAL_FRAME_ANCESTORS" sep:"," help:"Origins allowed to frame the portal (your app's settings page), comma-separated. Empty: framing denied."`
+	PortalName           string   `name:"portal-name" env:"HOOKD_PORTAL_NAME" default:"hookd" help:"Your product's name, shown on every portal page and in its messages instead of hookd."`
+	PortalAccentColor    string   `name:"portal-accent-color" env:"HOOKD_PORTAL_ACCENT_COLOR" help:"The portal's accent colour, #rgb or #rrggbb (links, the active tab, buttons). Empty: the portal's own blue."`
+	PortalLogoURL        string   `name:"portal-logo-url" env:"HOOKD_PORTAL_LOGO_URL" help:"Logo shown before the portal's name: a path on the portal's own origin (/brand/logo.svg) or a data:image/...;base64 URL."`
 }
 
 func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
@@ -135,6 +138,13 @@ func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
 	if pg.Secrets, err = f.Keyring(); err != nil {
 		return daemon.Config{}, usage(err)
 	}
+	// The portal's branding is checked here, so a bad flag is one line and
+	// exit 2 before anything starts (portal.New checks it again).
+	brand := portal.Config{Name: f.PortalName, AccentColor: f.PortalAccentColor, LogoURL: f.PortalLogoURL}
+	brand.SetDefaults()
+	if err := brand.Validate(); err != nil {
+		return daemon.Config{}, usage(fmt.Errorf("--portal-*: %w", err))
+	}
 	return daemon.Config{
 		Kafka:            kc,
 		Postgres:         pg,
@@ -144,6 +154,7 @@ func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
 		AttemptRetention: f.AttemptRetention,
 		AdminToken:       f.AdminToken,
 		Portal: portal.Config{BaseURL: f.PortalBaseURL, FrameAncestors: f.PortalFrameAncestors,
+			Name: f.PortalName, AccentColor: f.PortalAccentColor, LogoURL: f.PortalLogoURL,
 			Topics: tc, AttemptRetention: f.AttemptRetention},
 	}, nil
 }

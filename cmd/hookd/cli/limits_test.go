@@ -63,6 +63,9 @@ func TestBadEndpointLimitsExitTwoWithOneLine(t *testing.T) {
 		{[]string{"run", "--max-envelope-bytes", "5"}, "--max-envelope-bytes: must be between 1024 and 983040, got 5"},
 		{[]string{"router", "--max-envelope-bytes", "1048576"}, "--max-envelope-bytes: must be between 1024 and 983040, got 1048576"},
 		{[]string{"relay", "--max-envelope-bytes", "0"}, "--max-envelope-bytes: must be between 1024 and 983040, got 0"},
+		{[]string{"run", "--portal-accent-color", "red"}, `--portal-*: portal accent color: must be #rgb or #rrggbb, got "red"`},
+		{[]string{"api", "--brokers", "127.0.0.1:1", "--portal-logo-url", "https://cdn.example/l.png"},
+			`--portal-*: portal logo url: must be a path on the portal's own origin (/...) or a data: image, got "https://cdn.example/l.png"`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Main(context.Background(), tc.args, &stdout, &stderr)
