@@ -203,7 +203,7 @@ func (h *Handler) deliveriesPage(w http.ResponseWriter, r *http.Request, s *sess
 			return err
 		}
 	}
-	return h.render(w, http.StatusOK, "deliveries", view{Title: "Delivery log", Nav: "deliveries", S: s, Data: page})
+	return h.render(w, r, http.StatusOK, "deliveries", view{Title: "Delivery log", Nav: "deliveries", S: s, Data: page})
 }
 
 func pageLink(q logQuery, cursor string) string {
@@ -252,7 +252,7 @@ func (h *Handler) deliveryPage(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	return h.render(w, http.StatusOK, "delivery", view{Title: "Delivery " + d.ID, Nav: "deliveries", S: s, Data: v})
+	return h.render(w, r, http.StatusOK, "delivery", view{Title: "Delivery " + d.ID, Nav: "deliveries", S: s, Data: v})
 }
 
 // reasonOf reads the reason a replay asks for.

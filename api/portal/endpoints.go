@@ -55,7 +55,7 @@ func (h *Handler) endpointsPage(w http.ResponseWriter, r *http.Request, s *sessi
 	if err != nil {
 		return err
 	}
-	return h.render(w, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", S: s, Data: rows})
+	return h.render(w, r, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", S: s, Data: rows})
 }
 
 func (h *Handler) withStats(ctx context.Context, account string, eps []endpoint.Endpoint, since time.Time) ([]endpointRow, error) {
@@ -105,7 +105,7 @@ func (h *Handler) endpointPage(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	return h.render(w, http.StatusOK, "endpoint", view{Title: "Endpoint " + v.E.ID, Nav: "endpoints", S: s, Data: v})
+	return h.render(w, r, http.StatusOK, "endpoint", view{Title: "Endpoint " + v.E.ID, Nav: "endpoints", S: s, Data: v})
 }
 
 func (h *Handler) endpointData(r *http.Request, s *session) (endpointView, error) {
@@ -323,7 +323,7 @@ func (h *Handler) endpointRecover(w http.ResponseWriter, r *http.Request, s *ses
 	if !req.Filter.Until.IsZero() {
 		v.Confirm.Until = formatTime(req.Filter.Until)
 	}
-	return h.render(w, http.StatusOK, "endpoint", view{Title: "Endpoint " + e.ID, Nav: "endpoints", S: s, Data: v})
+	return h.render(w, r, http.StatusOK, "endpoint", view{Title: "Endpoint " + e.ID, Nav: "endpoints", S: s, Data: v})
 }
 
 func (h *Handler) recoverRequest(r *http.Request, s *session, e endpoint.Endpoint) (replay.Request, error) {

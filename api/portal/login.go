@@ -43,7 +43,7 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request, _ *session) error
 	s, err := h.loadSession(r, true)
 	switch {
 	case errors.Is(err, errNoSession) || errors.Is(err, errEnded):
-		return h.render(w, http.StatusOK, "welcome", view{Title: "Delivery portal", Data: errors.Is(err, errEnded)})
+		return h.render(w, r, http.StatusOK, "welcome", view{Title: "Delivery portal", Data: errors.Is(err, errEnded)})
 	case err != nil:
 		return err
 	case s.Account == "":
@@ -54,7 +54,7 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request, _ *session) error
 }
 
 // linkProblem is the page of a link that cannot be used.
-func (h *Handler) linkProblem(w http.ResponseWriter, err error) error {
+func (h *Handler) linkProblem(w http.ResponseWriter, r *http.Request, err error) error {
 	p := problem{SignIn: true}
 	status := http.StatusGone
 	switch {
@@ -70,7 +70,7 @@ func (h *Handler) linkProblem(w http.ResponseWriter, err error) error {
 	}
 	p.Hint = "Go back to the settings page that sent you here and open the portal again, or ask " + h.cfg.Name +
 		" support for a new link. If you are still signed in in this browser, the portal home works without a link."
-	return h.render(w, status, "problem", view{Title: p.Heading, Data: p})
+	return h.render(w, r, status, "problem", view{Title: p.Heading, Data: p})
 }
 
 // validLinkToken reports whether s looks like a link token, so that junk
@@ -85,18 +85,18 @@ func validLinkToken(s string) bool {
 func (h *Handler) linkPage(w http.ResponseWriter, r *http.Request, _ *session) error {
 	token := r.PathValue("token")
 	if !validLinkToken(token) {
-		return h.linkProblem(w, store.ErrNotFound)
+		return h.linkProblem(w, r, store.ErrNotFound)
 	}
 	l, err := h.store().PortalLinkByToken(r.Context(), token)
 	switch {
 	case err != nil:
-		return h.linkProblem(w, err)
+		return h.linkProblem(w, r, err)
 	case l.UsedAt != nil:
-		return h.linkProblem(w, store.ErrLinkUsed)
+		return h.linkProblem(w, r, store.ErrLinkUsed)
 	case !l.ExpiresAt.After(h.now()):
-		return h.linkProblem(w, store.ErrLinkExpired)
+		return h.linkProblem(w, r, store.ErrLinkExpired)
 	}
-	return h.render(w, http.StatusOK, "continue", view{Title: "Open the delivery portal", LoginCSRF: h.loginToken(w, r),
+	return h.render(w, r, http.StatusOK, "continue", view{Title: "Open the delivery portal", LoginCSRF: h.loginToken(w, r),
 		Data: struct {
 			Token string
 			Link  store.PortalLink
@@ -111,11 +111,11 @@ func (h *Handler) useLink(w http.ResponseWriter, r *http.Request, _ *session) er
 	}
 	token := r.PostFormValue("token")
 	if !validLinkToken(token) {
-		return h.linkProblem(w, store.ErrNotFound)
+		return h.linkProblem(w, r, store.ErrNotFound)
 	}
 	ps, cookie, err := h.store().OpenPortalSession(r.Context(), token)
 	if err != nil {
-		return h.linkProblem(w, err)
+		return h.linkProblem(w, r, err)
 	}
 	h.setCookie(w, r, sessionCookie, cookie, int(h.cfg.SessionMax/time.Second))
 	h.setCookie(w, r, loginCookie, "", 0)
@@ -140,8 +140,8 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, s *session) err
 	return nil
 }
 
-func (h *Handler) signedOut(w http.ResponseWriter, _ *http.Request, _ *session) error {
-	return h.render(w, http.StatusOK, "problem", view{Title: "Signed out", Data: problem{Heading: "You are signed out",
+func (h *Handler) signedOut(w http.ResponseWriter, r *http.Request, _ *session) error {
+	return h.render(w, r, http.StatusOK, "problem", view{Title: "Signed out", Data: problem{Heading: "You are signed out",
 		Text: "Your portal session has ended in this browser.", Hint: "Open a new portal link to come back.", SignIn: true}})
 }
 
@@ -149,7 +149,7 @@ func (h *Handler) supportLoginPage(w http.ResponseWriter, r *http.Request, _ *se
 	if h.cfg.AdminToken == "" {
 		return errNotFound
 	}
-	return h.render(w, http.StatusOK, "support_login", view{Title: "Support sign-in", LoginCSRF: h.loginToken(w, r)})
+	return h.render(w, r, http.StatusOK, "support_login", view{Title: "Support sign-in", LoginCSRF: h.loginToken(w, r)})
 }
 
 // supportLogin signs support staff in with the admin token, posted in the
@@ -165,7 +165,7 @@ func (h *Handler) supportLogin(w http.ResponseWriter, r *http.Request, _ *sessio
 	want := sha256.Sum256([]byte(h.cfg.AdminToken))
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 		h.logger.WarnContext(r.Context(), "portal support sign-in refused: wrong admin token")
-		return h.render(w, http.StatusUnauthorized, "support_login", view{Title: "Support sign-in", LoginCSRF: h.loginToken(w, r),
+		return h.render(w, r, http.StatusUnauthorized, "support_login", view{Title: "Support sign-in", LoginCSRF: h.loginToken(w, r),
 			Notice: &notice{Error: true, Text: "That is not the admin token. Nothing was signed in."}})
 	}
 	ps, cookie, err := h.store().OpenSupportSession(r.Context())

@@ -281,5 +281,6 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 	}
 	mux.Handle("GET /portal/static/", h.static())
 	mux.HandleFunc("GET /portal/brand.css", h.brandCSS)
+	mux.HandleFunc("GET /portal/timezone", h.setZone)
 	mux.Handle("/portal/", h.wrap(route{pattern: "/portal/", public: true, handle: (*Handler).notFoundPage}))
 }

@@ -25,8 +25,6 @@ type pages struct {
 }
 
 var funcs = template.FuncMap{
-	"utc":         formatTime,
-	"utcp":        formatTimePtr,
 	"ms":          func(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) },
 	"dur":         formatDuration,
 	"pct":         pct,
@@ -66,6 +64,9 @@ func loadPages() (*pages, error) {
 // view is what every page renders.
 type view struct {
 	Name string
+	// Path is the page's own path and query (the time-zone form comes back to it).
+	Path  string
+	clock readerClock
 	// Accent is set when the operator chose an accent colour (brand.css).
 	Accent bool
 	Logo   template.URL
@@ -89,12 +90,13 @@ func (v view) CSRF() string {
 
 // render writes page name with status; a template error is a 500, found by
 // the tests that render every page.
-func (h *Handler) render(w http.ResponseWriter, status int, name string, v view) error {
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) error {
 	t, ok := h.pages.byName[name]
 	if !ok {
 		return fmt.Errorf("no page %q", name)
 	}
 	v.Name, v.Accent, v.Logo = h.cfg.Name, h.cfg.AccentColor != "", h.cfg.logo()
+	v.clock, v.Path = readerClock{now: h.now(), zone: zoneOf(r)}, r.URL.RequestURI()
 	if v.S != nil && v.Notice == nil {
 		v.Notice = v.S.notice
 	}
@@ -154,7 +156,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		h.logger.ErrorContext(r.Context(), "portal request failed", "method", r.Method, "route", routeName(r), "error", err)
 	}
-	if rerr := h.render(w, status, "problem", view{Title: p.Heading, Data: p}); rerr != nil {
+	if rerr := h.render(w, r, status, "problem", view{Title: p.Heading, Data: p}); rerr != nil {
 		h.logger.ErrorContext(r.Context(), "portal error page failed", "error", rerr)
 		http.Error(w, p.Heading, status)
 	}
@@ -188,20 +190,13 @@ func (h *Handler) static() http.Handler {
 	})
 }
 
-// formatTime renders a time in UTC, ISO 8601 with its zone: what every
-// page shows.
+// formatTime renders a time in UTC, ISO 8601 with its zone: the machine
+// form of a time (<time datetime>, form values); people read view.When.
 func formatTime(t time.Time) string {
 	if t.IsZero() {
 		return "never"
 	}
 	return t.UTC().Format("2006-01-02T15:04:05Z")
-}
-
-func formatTimePtr(t *time.Time) string {
-	if t == nil {
-		return "—"
-	}
-	return formatTime(*t)
 }
 
 // formatDuration renders a duration the short way: 30s, 2m, 1h30m, 3d.

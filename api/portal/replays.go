@@ -25,7 +25,7 @@ func (h *Handler) replaysPage(w http.ResponseWriter, r *http.Request, s *session
 			return err
 		}
 	}
-	return h.render(w, http.StatusOK, "replays", view{Title: "Replays", Nav: "replays", S: s, Data: struct {
+	return h.render(w, r, http.StatusOK, "replays", view{Title: "Replays", Nav: "replays", S: s, Data: struct {
 		Replays  []store.Replay
 		Activity []store.PortalAuditEntry
 	}{rs, activity}})
@@ -42,14 +42,14 @@ type tier struct {
 
 // policyPage publishes the retry schedule and the disable policy as this
 // hookd runs them.
-func (h *Handler) policyPage(w http.ResponseWriter, _ *http.Request, s *session) error {
+func (h *Handler) policyPage(w http.ResponseWriter, r *http.Request, s *session) error {
 	var tiers []tier
 	var total time.Duration
 	for i, d := range h.cfg.Topics.Schedule {
 		total += d
 		tiers = append(tiers, tier{N: i + 2, Delay: d, After: total})
 	}
-	return h.render(w, http.StatusOK, "policy", view{Title: "Retry schedule and policies", Nav: "policy", S: s, Data: struct {
+	return h.render(w, r, http.StatusOK, "policy", view{Title: "Retry schedule and policies", Nav: "policy", S: s, Data: struct {
 		Tiers            []tier
 		Total            time.Duration
 		DisableAfter     time.Duration

@@ -25,7 +25,7 @@ func (h *Handler) supportPage(w http.ResponseWriter, r *http.Request, s *session
 			return err
 		}
 	}
-	return h.render(w, http.StatusOK, "support", view{Title: "Support", Nav: "support", S: s, Data: struct {
+	return h.render(w, r, http.StatusOK, "support", view{Title: "Support", Nav: "support", S: s, Data: struct {
 		Q    string
 		Hits []store.PortalSearchHit
 	}{q, hits}})
