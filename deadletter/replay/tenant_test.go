@@ -168,8 +168,14 @@ func TestPrepareWritesTheAuditRowFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.AlreadyDone)
 
-	// Another account naming that id explicitly: refused, nothing written.
-	_, err = Prepare(ctx, b.deps, Request{ID: row.ID, Actor: "mallory", Reason: "outage", Account: "acct_b"})
+	// Another account naming that id explicitly gets a row of its own
+	// (issue 29: ids are per account), never A's done one.
+	p, err = Prepare(ctx, b.deps, Request{ID: row.ID, Actor: "mallory", Reason: "outage", Account: "acct_b"})
+	require.NoError(t, err)
+	require.Equal(t, "acct_b", p.Row().Account)
+	require.Equal(t, store.ReplayRunning, p.Row().Status)
+	// An operator naming it is refused: its records would look like A's.
+	_, err = Prepare(ctx, b.deps, Request{ID: row.ID, Actor: "ops", Reason: "outage"})
 	require.ErrorIs(t, err, ErrRequestMismatch)
 	_, err = Prepare(ctx, b.deps, Request{Actor: "alice", Reason: "outage", DryRun: true})
 	require.ErrorIs(t, err, ErrInvalid)
