@@ -81,6 +81,11 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	if e.ID == "" {
 		e.ID = endpoint.NewID()
 	}
+	if norm, err := endpoint.NormalizeURL(e.URL); err == nil {
+		// The host as a client dials it: the address check judges it and
+		// the store keeps it (Validate reports a bad URL below).
+		e.URL = norm
+	}
 	secret := in.Secret
 	if secret == "" {
 		secret = endpoint.NewSecret()
@@ -265,17 +270,19 @@ func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 }
 
-// patchProblem checks the fields of a patch that can be checked alone;
-// the store validates the patched endpoint as a whole. It returns the 400
-// message or "".
+// patchProblem checks the fields of a patch that can be checked alone
+// and normalises its URL (endpoint.NormalizeURL); the store validates the
+// patched endpoint as a whole. It returns the 400 message or "".
 func (s *V1) patchProblem(p *endpointPatch) string {
 	if p.Status != nil && *p.Status != "active" && *p.Status != "disabled" {
 		return "status: must be active or disabled"
 	}
 	if p.URL != nil {
-		if err := endpoint.ValidateURL(*p.URL); err != nil {
+		norm, err := endpoint.NormalizeURL(*p.URL)
+		if err != nil {
 			return err.Error()
 		}
+		*p.URL = norm // the host as a client dials it, checked and stored
 	}
 	if p.EventTypes != nil {
 		if len(*p.EventTypes) > endpoint.MaxEventTypes {

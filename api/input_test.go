@@ -271,15 +271,20 @@ func TestPrivateDestinationsRefusedAtCreateAndUpdate(t *testing.T) {
 	const suffix = "; hookd refuses private destinations unless started with --allow-private-networks"
 	before := b.state(t)
 	for url, why := range map[string]string{
-		"https://10.0.0.1/hook":             "10.0.0.1 is a private address (RFC 1918)",
-		"http://127.0.0.1:8080/":            "127.0.0.1 is a loopback address (RFC 1122)",
-		"http://[::1]/":                     "::1 is a loopback address (RFC 4291)",
-		"http://169.254.169.254/latest":     "169.254.169.254 is a cloud instance metadata address (metadata service)",
-		"http://[::ffff:0:a9fe:a9fe]/":      "::ffff:0:a9fe:a9fe embeds 169.254.169.254, a cloud instance metadata address (metadata service)",
-		"http://[64:ff9b::a00:1]/":          "64:ff9b::a00:1 embeds 10.0.0.1, a private address (RFC 1918)",
-		"http://[2001:2::1]/":               "2001:2::1 is a benchmarking address (RFC 5180)",
-		"http://localhost:9000/":            "localhost is a loopback name (RFC 6761)",
-		"http://hooks.localhost/":           "hooks.localhost is a loopback name (RFC 6761)",
+		"https://10.0.0.1/hook":         "10.0.0.1 is a private address (RFC 1918)",
+		"http://127.0.0.1:8080/":        "127.0.0.1 is a loopback address (RFC 1122)",
+		"http://[::1]/":                 "::1 is a loopback address (RFC 4291)",
+		"http://169.254.169.254/latest": "169.254.169.254 is a cloud instance metadata address (metadata service)",
+		"http://[::ffff:0:a9fe:a9fe]/":  "::ffff:0:a9fe:a9fe embeds 169.254.169.254, a cloud instance metadata address (metadata service)",
+		"http://[64:ff9b::a00:1]/":      "64:ff9b::a00:1 embeds 10.0.0.1, a private address (RFC 1918)",
+		"http://[2001:2::1]/":           "2001:2::1 is a benchmarking address (RFC 5180)",
+		"http://localhost:9000/":        "localhost is a loopback name (RFC 6761)",
+		"http://hooks.localhost/":       "hooks.localhost is a loopback name (RFC 6761)",
+		// Issue 29: hosts net/http maps to these addresses before it dials.
+		"http://127。0。0。1/":                 "127.0.0.1 is a loopback address (RFC 1122)",
+		"http://①②⑦.⓪.⓪.①/":                 "127.0.0.1 is a loopback address (RFC 1122)",
+		"http://１６９．２５４．１６９．２５４/":           "169.254.169.254 is a cloud instance metadata address (metadata service)",
+		"http://ＬＯＣＡＬＨＯＳＴ/":                 "localhost is a loopback name (RFC 6761)",
 		"https://internal.example.com/hook": "internal.example.com resolves to 10.1.2.3, which is a private address (RFC 1918)",
 		"https://rebind.example.com/hook":   "rebind.example.com resolves to 169.254.169.254, which is a cloud instance metadata address (metadata service)",
 	} {
@@ -312,6 +317,15 @@ func TestPrivateDestinationsRefusedAtCreateAndUpdate(t *testing.T) {
 	require.Equal(t, "http://127.0.0.1:8080/", ep.URL)
 	require.Equal(t, 400, b.do(t, b.tokA, "PATCH", "/v1/endpoints/"+ep.ID, `{"url":"http://10.0.0.2/"}`, &e))
 	require.Equal(t, 200, call(t, open, b.tokA, "PATCH", "/v1/endpoints/"+ep.ID, `{"url":"http://10.0.0.2/"}`, &ep))
+
+	// The normalised URL is what is stored, at create and at update.
+	require.Equal(t, 201, call(t, open, b.tokA, "POST", "/v1/endpoints", `{"event_types":["*"],"url":"http://①②⑦.⓪.⓪.①:8080/x"}`, &ep))
+	require.Equal(t, "http://127.0.0.1:8080/x", ep.URL)
+	require.Equal(t, 200, call(t, open, b.tokA, "PATCH", "/v1/endpoints/"+ep.ID, `{"url":"https://bücher.example/hook"}`, &ep))
+	require.Equal(t, "https://xn--bcher-kva.example/hook", ep.URL)
+	stored, err := b.db.Store.GetEndpoint(context.Background(), ep.ID)
+	require.NoError(t, err)
+	require.Equal(t, "https://xn--bcher-kva.example/hook", stored.URL)
 }
 
 // server starts a second API with cfg (plus the admin token) on the

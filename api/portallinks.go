@@ -3,7 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +49,11 @@ func (s *V1) createPortalLink(w http.ResponseWriter, r *http.Request, c caller) 
 		writeError(w, http.StatusBadRequest, "invalid", msg)
 		return
 	}
+	origin, msg := s.portalOrigin(r)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid", msg)
+		return
+	}
 	l, token, err := be.Store.CreatePortalLink(r.Context(), p)
 	switch {
 	case errors.Is(err, store.ErrInvalidLink):
@@ -55,12 +63,8 @@ func (s *V1) createPortalLink(w http.ResponseWriter, r *http.Request, c caller) 
 	case err != nil:
 		s.internal(w, r, err)
 	default:
-		scheme := "http://"
-		if r.TLS != nil {
-			scheme = "https://"
-		}
 		out := portalLinkOut{PortalLink: l, Path: portalLoginPath + token}
-		out.URL = scheme + r.Host + out.Path
+		out.URL = origin + out.Path
 		writeJSON(w, http.StatusCreated, out)
 	}
 }
@@ -93,4 +97,57 @@ func portalLinkParams(c caller, in portalLinkIn) (store.CreatePortalLinkParams, 
 		p.TTL = d
 	}
 	return p, ""
+}
+
+// portalOrigin is the origin a link starts with: PortalBaseURL, or else
+// the request's own address. Never a Host header as sent: anyone who can
+// reach the API could then have hookd hand out links to a site of theirs
+// (Host: evil.example), carrying a token. So without PortalBaseURL the
+// Host must name the address the request reached (the listener's IP and
+// port, or localhost on a loopback listener); otherwise the answer is the
+// 400 message.
+func (s *V1) portalOrigin(r *http.Request) (origin, msg string) {
+	if s.cfg.PortalBaseURL != "" {
+		return strings.TrimSuffix(s.cfg.PortalBaseURL, "/"), ""
+	}
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	if hostIsLocalAddr(r) {
+		return scheme + strings.ToLower(r.Host), ""
+	}
+	return "", fmt.Sprintf("url: hookd has no --portal-base-url (HOOKD_PORTAL_BASE_URL) and the request's Host %q is not "+
+		"the address it listens on, so it cannot tell where people reach the portal; start hookd with "+
+		"--portal-base-url set to the portal's public origin (https://hooks.example.com), or call it at its listen address",
+		clip(r.Host))
+}
+
+// hostIsLocalAddr reports whether the request's Host is the address the
+// connection reached (IP and port, the port implied by the scheme when
+// absent), or localhost when that address is a loopback one.
+func hostIsLocalAddr(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	la, err := netip.ParseAddrPort(local.String())
+	if err != nil {
+		return false
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), "80"
+		if r.TLS != nil {
+			port = "443"
+		}
+	}
+	if port != strconv.Itoa(int(la.Port())) {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return la.Addr().IsLoopback()
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap() == la.Addr().Unmap()
 }

@@ -122,7 +122,7 @@ func (s *V1) startReplay(w http.ResponseWriter, r *http.Request, c caller, req r
 	row := p.Row()
 	if row.Status == store.ReplayDone {
 		s.replays.release(who)
-		writeJSON(w, http.StatusOK, replay.Result{Replay: row, AlreadyDone: true})
+		writeJSON(w, http.StatusOK, replay.Result{Replay: c.view(row), AlreadyDone: true})
 		return
 	}
 	s.runs.Go(func() {
@@ -217,20 +217,51 @@ func (s *V1) listReplays(w http.ResponseWriter, r *http.Request, c caller) {
 		s.internal(w, r, err)
 		return
 	}
+	for i := range rs {
+		rs[i] = c.view(rs[i])
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": rs})
+}
+
+// view is a replay as the caller may see it: an account sees the progress
+// of its own dead letters only (replay.AccountView).
+func (c caller) view(row store.Replay) store.Replay {
+	if c.admin {
+		return row
+	}
+	return replay.AccountView(row)
 }
 
 func (s *V1) getReplay(w http.ResponseWriter, r *http.Request, c caller) {
 	be, _ := s.backend()
 	id := r.PathValue("id")
-	row, err := be.Store.GetReplay(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !c.admin && row.Account != c.account) {
+	var (
+		row store.Replay
+		err error
+	)
+	// Replay ids are per account: an account token reads its own; the
+	// admin token any, naming the account (?account=) when several have
+	// the id.
+	account, named := r.URL.Query().Get("account"), r.URL.Query().Has("account")
+	switch {
+	case !c.admin && named && account != c.account:
+		writeError(w, http.StatusBadRequest, "invalid", "account: this token sees only account "+c.account)
+		return
+	case !c.admin:
+		row, err = be.Store.GetAccountReplay(r.Context(), c.account, id)
+	case named:
+		row, err = be.Store.GetAccountReplay(r.Context(), account, id)
+	default:
+		row, err = be.Store.GetReplay(r.Context(), id)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "replay "+id+" not found")
-		return
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrReplayAmbiguous):
+		writeError(w, http.StatusConflict, "conflict", "replay id "+id+" is used by several accounts: name one with ?account=")
+	case err != nil:
 		s.internal(w, r, err)
-		return
+	default:
+		writeJSON(w, http.StatusOK, c.view(row))
 	}
-	writeJSON(w, http.StatusOK, row)
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -69,6 +70,13 @@ type V1Config struct {
 	// account (the admin token counts as one account); beyond it a request
 	// answers 429 too_many_replays. At most MaxReplays. Defaults to 2.
 	MaxReplaysPerAccount int
+	// PortalBaseURL is the portal's public origin (hookd
+	// --portal-base-url, "https://hooks.example.com"): the url of a link
+	// from POST /v1/portal-links starts with it. Empty: with the address a
+	// request reached, when its Host names that address (the listener's IP
+	// and port, or localhost on a loopback listener), and a request with
+	// any other Host is refused; never with a Host as sent. Defaults to "".
+	PortalBaseURL string
 }
 
 // SetDefaults fills the zero fields with their defaults.
@@ -109,8 +117,17 @@ func (c *V1Config) Validate() error {
 		return fmt.Errorf("api max replays: must be at least 1, got %d", c.MaxReplays)
 	case c.MaxReplaysPerAccount < 1 || c.MaxReplaysPerAccount > c.MaxReplays:
 		return fmt.Errorf("api max replays per account: must be 1..%d (max replays), got %d", c.MaxReplays, c.MaxReplaysPerAccount)
+	case c.PortalBaseURL != "" && !isOrigin(c.PortalBaseURL):
+		return fmt.Errorf("portal base url: must be an http or https origin such as https://hooks.example.com, got %q", c.PortalBaseURL)
 	}
 	return nil
+}
+
+// isOrigin reports whether s is scheme://host[:port] with an optional "/".
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
+		(u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery
 }
 
 // Backend is what the handlers read and write, available once the daemon
@@ -213,6 +230,10 @@ func (s *V1) Routes(mux *http.ServeMux) {
 			continue
 		}
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			// Answers are one caller's, and some carry a secret shown once
+			// (an endpoint's signing secret, a portal link's token): no
+			// browser, proxy or CDN may keep a copy.
+			w.Header().Set("Cache-Control", "no-store")
 			c, ok := s.authenticate(w, r)
 			if !ok || !checkRequestText(w, r) {
 				return

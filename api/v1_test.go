@@ -375,3 +375,35 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	require.True(t, slices.Contains(registered, "GET /v1/openapi.yaml"))
 }
+
+// Issue 29: no answer of the API may be kept by a browser, proxy or CDN:
+// some carry a secret shown once (an endpoint's signing secret, a portal
+// link's token), and every one is a single caller's.
+func TestAnswersAreNotStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, c := range []struct{ token, method, path, body string }{
+		{b.tokA, "POST", "/v1/endpoints", `{"url":"https://a2.example.com/hook","event_types":["*"]}`},
+		{adminToken, "POST", "/v1/endpoints", `{"account":"acct_a","url":"https://a3.example.com/hook","event_types":["*"]}`},
+		{b.tokA, "POST", "/v1/portal-links", `{}`},
+		{adminToken, "POST", "/v1/portal-links", `{"account":"acct_b","level":"manage"}`},
+		{b.tokA, "GET", "/v1/endpoints/" + b.epA, ""},
+		{b.tokA, "GET", "/v1/endpoints", ""},
+		{b.tokA, "GET", "/v1/replays", ""},
+		{"wrong", "GET", "/v1/endpoints", ""},
+	} {
+		var rd io.Reader
+		if c.body != "" {
+			rd = strings.NewReader(c.body)
+		}
+		req, err := http.NewRequest(c.method, b.srv.URL+c.path, rd)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Less(t, resp.StatusCode, 500, "%s %s: %s", c.method, c.path, raw)
+		require.Equal(t, "no-store", resp.Header.Get("Cache-Control"), "%s %s answered %d", c.method, c.path, resp.StatusCode)
+	}
+}

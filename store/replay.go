@@ -65,8 +65,22 @@ func scanReplay(row pgx.Row) (Replay, error) {
 	return r, nil
 }
 
-// CreateReplay inserts r unless a replay with its id exists, and returns
-// the stored row and whether this call created it.
+// ErrReplayIDTaken is returned by CreateReplay when an operator's replay
+// (account "") asks for an id an account's replay has, or the other way
+// round: a replay's id marks the records it produces, and an operator's
+// replay, which can cover every account's dead letters, must never take
+// an account's records for its own.
+var ErrReplayIDTaken = errors.New("replay id is taken")
+
+// ErrReplayAmbiguous is returned by GetReplay when several accounts have a
+// replay with the id: name the account (GetAccountReplay).
+var ErrReplayAmbiguous = errors.New("replay id is used by several accounts")
+
+// CreateReplay inserts r unless a replay with its id exists in its scope
+// (r.Account's replays, or the operators' when it is empty), and returns
+// the stored row and whether this call created it. Ids are per account:
+// two accounts may have a replay each with the same id, and neither can
+// tell.
 func (s *Store) CreateReplay(ctx context.Context, r Replay) (Replay, bool, error) {
 	if len(r.Filter) == 0 {
 		r.Filter = json.RawMessage("{}")
@@ -82,25 +96,52 @@ func (s *Store) CreateReplay(ctx context.Context, r Replay) (Replay, bool, error
 		now := time.Now()
 		finished = &now
 	}
-	out, err := scanReplay(s.pool.QueryRow(ctx, `INSERT INTO webhooks.replays
-		(id, kind, actor, reason, account, filter, dry_run, matched, replayed, skipped, status, progress, finished_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-		ON CONFLICT (id) DO NOTHING RETURNING `+replayColumns,
-		r.ID, r.Kind, r.Actor, r.Reason, nullString(r.Account), r.Filter, r.DryRun, r.Matched, r.Replayed, r.Skipped,
-		r.Status, r.Progress, finished))
-	if err == nil {
-		return out, true, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
+	var (
+		out     Replay
+		created bool
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// One id at a time, so the scope check below and the insert are
+		// one step for every process.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('hookd-replay-id:' || $1, 0))`, r.ID); err != nil {
+			return err
+		}
+		var other bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks.replays
+			WHERE id = $1 AND (account IS NULL) <> ($2 = ''))`, r.ID, r.Account).Scan(&other); err != nil {
+			return err
+		}
+		if other {
+			return ErrReplayIDTaken
+		}
+		var err error
+		out, err = scanReplay(tx.QueryRow(ctx, `INSERT INTO webhooks.replays
+			(id, kind, actor, reason, account, filter, dry_run, matched, replayed, skipped, status, progress, finished_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			ON CONFLICT ((coalesce(account, '')), id) DO NOTHING RETURNING `+replayColumns,
+			r.ID, r.Kind, r.Actor, r.Reason, nullString(r.Account), r.Filter, r.DryRun, r.Matched, r.Replayed, r.Skipped,
+			r.Status, r.Progress, finished))
+		created = err == nil
+		if errors.Is(err, ErrNotFound) {
+			out, err = scanReplay(tx.QueryRow(ctx, `SELECT `+replayColumns+` FROM webhooks.replays
+				WHERE coalesce(account, '') = $1 AND id = $2`, r.Account, r.ID))
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrReplayIDTaken):
+		return r, false, fmt.Errorf("replay %s: %w by a replay of another scope (operator or account)", r.ID, ErrReplayIDTaken)
+	case err != nil:
 		return r, false, fmt.Errorf("creating replay %s: %s", r.ID, oneLine(err))
 	}
-	out, err = s.GetReplay(ctx, r.ID)
-	return out, false, err
+	return out, created, nil
 }
 
-// GetReplay returns the replay with id, or ErrNotFound.
-func (s *Store) GetReplay(ctx context.Context, id string) (Replay, error) {
-	r, err := scanReplay(s.pool.QueryRow(ctx, `SELECT `+replayColumns+` FROM webhooks.replays WHERE id = $1`, id))
+// GetAccountReplay returns the replay with id of account (the operators'
+// when account is ""), or ErrNotFound.
+func (s *Store) GetAccountReplay(ctx context.Context, account, id string) (Replay, error) {
+	r, err := scanReplay(s.pool.QueryRow(ctx, `SELECT `+replayColumns+` FROM webhooks.replays
+		WHERE coalesce(account, '') = $1 AND id = $2`, account, id))
 	if errors.Is(err, ErrNotFound) {
 		return r, fmt.Errorf("replay %s: %w", id, ErrNotFound)
 	}
@@ -108,6 +149,35 @@ func (s *Store) GetReplay(ctx context.Context, id string) (Replay, error) {
 		return r, fmt.Errorf("reading replay %s: %s", id, oneLine(err))
 	}
 	return r, nil
+}
+
+// GetReplay returns the replay with id, whoever's it is (an operator's
+// view): ErrNotFound when there is none, ErrReplayAmbiguous when several
+// accounts have one.
+func (s *Store) GetReplay(ctx context.Context, id string) (Replay, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+replayColumns+` FROM webhooks.replays WHERE id = $1 LIMIT 2`, id)
+	if err != nil {
+		return Replay{}, fmt.Errorf("reading replay %s: %s", id, oneLine(err))
+	}
+	defer rows.Close()
+	var found []Replay
+	for rows.Next() {
+		r, err := scanReplay(rows)
+		if err != nil {
+			return Replay{}, fmt.Errorf("reading replay %s: %s", id, oneLine(err))
+		}
+		found = append(found, r)
+	}
+	if err := rows.Err(); err != nil {
+		return Replay{}, fmt.Errorf("reading replay %s: %s", id, oneLine(err))
+	}
+	switch len(found) {
+	case 0:
+		return Replay{}, fmt.Errorf("replay %s: %w", id, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return Replay{}, fmt.Errorf("replay %s: %w: name the account", id, ErrReplayAmbiguous)
 }
 
 // ListReplaysParams filters ListReplays.
@@ -146,19 +216,21 @@ func (s *Store) ListReplays(ctx context.Context, p ListReplaysParams) ([]Replay,
 // ReplayLock is held by the one process running a replay request.
 type ReplayLock struct {
 	conn *pgxpool.Conn
-	id   string
+	key  string
 }
 
-// LockReplay takes the session advisory lock of replay id on a connection
-// of its own, or returns ErrReplayBusy. The lock dies with the connection,
-// so a killed process never leaves it behind.
-func (s *Store) LockReplay(ctx context.Context, id string) (*ReplayLock, error) {
+// LockReplay takes the session advisory lock of account's replay id (an
+// operator's when account is "") on a connection of its own, or returns
+// ErrReplayBusy. The lock dies with the connection, so a killed process
+// never leaves it behind.
+func (s *Store) LockReplay(ctx context.Context, account, id string) (*ReplayLock, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("locking replay %s: %s", id, oneLine(err))
 	}
+	key := replayLockKey(account, id)
 	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('hookd-replay:' || $1, 0))`, id).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, key).Scan(&ok); err != nil {
 		conn.Release()
 		return nil, fmt.Errorf("locking replay %s: %s", id, oneLine(err))
 	}
@@ -166,14 +238,24 @@ func (s *Store) LockReplay(ctx context.Context, id string) (*ReplayLock, error) 
 		conn.Release()
 		return nil, fmt.Errorf("replay %s: %w", id, ErrReplayBusy)
 	}
-	return &ReplayLock{conn: conn, id: id}, nil
+	return &ReplayLock{conn: conn, key: key}, nil
+}
+
+// replayLockKey names the advisory lock of a replay: an operator's keeps
+// the key it had before ids were per account, an account's adds the
+// account after a character no id holds.
+func replayLockKey(account, id string) string {
+	if account == "" {
+		return "hookd-replay:" + id
+	}
+	return "hookd-replay:" + id + "@" + account
 }
 
 // Unlock releases the lock.
 func (l *ReplayLock) Unlock() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('hookd-replay:' || $1, 0))`, l.id); err != nil {
+	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, l.key); err != nil {
 		// The session may still hold it: never hand that connection back.
 		_ = l.conn.Hijack().Close(ctx)
 		return
@@ -183,6 +265,8 @@ func (l *ReplayLock) Unlock() {
 
 // ReplayUpdate is a progress save of a running replay.
 type ReplayUpdate struct {
+	// Account and ID name the replay (Account "": an operator's).
+	Account  string
 	ID       string
 	Matched  int64
 	Replayed int64
@@ -203,7 +287,8 @@ func (s *Store) UpdateReplay(ctx context.Context, u ReplayUpdate) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE webhooks.replays SET matched = $2, replayed = $3, skipped = $4,
 		progress = $5, status = $6, error = $7, updated_at = now(),
 		finished_at = CASE WHEN $6 = 'running' THEN NULL ELSE now() END
-		WHERE id = $1`, u.ID, u.Matched, u.Replayed, u.Skipped, u.Progress, status, nullString(u.Error))
+		WHERE id = $1 AND coalesce(account, '') = $8`, u.ID, u.Matched, u.Replayed, u.Skipped, u.Progress, status,
+		nullString(u.Error), u.Account)
 	if err != nil {
 		return fmt.Errorf("saving replay %s: %s", u.ID, oneLine(err))
 	}

@@ -332,9 +332,9 @@ func (h *Handler) startReplay(w http.ResponseWriter, r *http.Request, s *session
 	case errors.Is(err, replay.ErrEndpointDisabled):
 		return h.redirect(w, r, s, back, notice{Error: true, Text: "The endpoint is disabled: enable it first, then replay. Nothing was replayed."})
 	case errors.Is(err, replay.ErrRequestMismatch):
-		prev, gerr := h.store().GetReplay(r.Context(), req.ID)
+		prev, gerr := h.store().GetAccountReplay(r.Context(), req.Account, req.ID)
 		text := "This was replayed before; see the replay audit."
-		if gerr == nil && (prev.Account == s.Account || s.Support()) {
+		if gerr == nil {
 			text = fmt.Sprintf("This dead letter was already replayed (%s) by %s on %s for %q. A dead letter is replayed once; if it fails again, its new dead letter can be replayed.",
 				prev.ID, prev.Actor, formatTime(prev.CreatedAt), prev.Reason)
 		}

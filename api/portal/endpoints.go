@@ -170,7 +170,8 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 		return err
 	}
 	rawURL, desc, types := strings.TrimSpace(r.PostFormValue("url")), r.PostFormValue("description"), splitTypes(r.PostFormValue("event_types"))
-	if err := endpoint.ValidateURL(rawURL); err != nil {
+	rawURL, err = endpoint.NormalizeURL(rawURL) // the host as a client dials it, checked and stored
+	if err != nil {
 		return badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
 	}
 	if len(types) > endpoint.MaxEventTypes {

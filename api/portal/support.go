@@ -2,7 +2,10 @@ package portal
 
 import (
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/store"
@@ -51,7 +54,7 @@ func (h *Handler) supportAct(w http.ResponseWriter, r *http.Request, s *session)
 	to := "/portal/support"
 	if account != "" {
 		to = "/portal/"
-		if next := r.PostFormValue("next"); strings.HasPrefix(next, "/portal/") && !strings.HasPrefix(next, "//") {
+		if next, ok := safeNext(r.PostFormValue("next")); ok {
 			to = next
 		}
 	}
@@ -60,4 +63,40 @@ func (h *Handler) supportAct(w http.ResponseWriter, r *http.Request, s *session)
 		text = "You no longer act on behalf of an account."
 	}
 	return h.redirect(w, r, s, to, notice{Text: text})
+}
+
+// safeNext returns next as a path of the portal to redirect to, or false.
+// A prefix check alone is not enough: http.Redirect cleans the path, so
+// "/portal/../\evil.example" becomes "/\evil.example", which browsers
+// read as "//evil.example", another site. So next must parse as a path
+// alone (no scheme, host or "//"), hold no backslash or control character
+// (raw or percent-encoded), and still be under /portal/ once its dot
+// segments (raw or encoded) are resolved; the cleaned path is returned,
+// escaped again, with next's query.
+func safeNext(next string) (string, bool) {
+	if next == "" || len(next) > 2048 || strings.HasPrefix(next, "//") || badNextText(next) {
+		return "", false
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Opaque != "" || u.User != nil || u.Host != "" || u.Fragment != "" ||
+		!strings.HasPrefix(u.Path, "/") {
+		return "", false
+	}
+	if badNextText(u.Path) {
+		return "", false
+	}
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != "/portal" && !strings.HasPrefix(clean, "/portal/") {
+		return "", false
+	}
+	return (&url.URL{Path: clean, RawQuery: u.RawQuery}).String(), true
+}
+
+// badNextText reports a backslash (browsers read it as '/'), a control
+// character or invalid UTF-8.
+func badNextText(s string) bool {
+	return !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r == '\\' || r < ' ' || r == 0x7f })
 }

@@ -326,7 +326,7 @@ func TestReplayBusy(t *testing.T) {
 	require.Error(t, err)
 	req.afterProduce = nil
 
-	lock, err := b.db.Store.LockReplay(ctx, req.DerivedID())
+	lock, err := b.db.Store.LockReplay(ctx, "", req.DerivedID())
 	require.NoError(t, err)
 	_, err = Run(ctx, b.deps, req)
 	require.ErrorIs(t, err, store.ErrReplayBusy)

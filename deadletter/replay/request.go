@@ -62,7 +62,8 @@ type Request struct {
 type Progress struct {
 	ID string
 	// Total is the number of dead-letter offsets the request covers;
-	// Scanned how many of them were read (this run and earlier ones).
+	// Scanned how many of them were read (this run and earlier ones), or
+	// of a request with an Account, how many of its dead letters.
 	Total, Scanned             int64
 	Matched, Replayed, Skipped int64
 }

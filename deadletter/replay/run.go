@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -48,6 +49,9 @@ func Prepare(ctx context.Context, deps Deps, req Request) (*Prepared, error) {
 	}
 	row, _, err := deps.Store.CreateReplay(ctx, store.Replay{ID: id, Kind: req.Kind, Actor: req.Actor, Reason: req.Reason,
 		Account: req.Account, Filter: filterJSON})
+	if errors.Is(err, store.ErrReplayIDTaken) {
+		return nil, fmt.Errorf("%w: %w", ErrRequestMismatch, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -71,13 +75,13 @@ func (p *Prepared) Run(ctx context.Context) (Result, error) {
 	if p.row.Status == store.ReplayDone {
 		return Result{Replay: p.row, AlreadyDone: true}, nil
 	}
-	lock, err := p.deps.Store.LockReplay(ctx, id)
+	lock, err := p.deps.Store.LockReplay(ctx, p.row.Account, id)
 	if err != nil {
 		return Result{}, err
 	}
 	defer lock.Unlock()
 	// Read again under the lock: another run may have finished meanwhile.
-	row, err := p.deps.Store.GetReplay(ctx, id)
+	row, err := p.deps.Store.GetAccountReplay(ctx, p.row.Account, id)
 	if err != nil {
 		return Result{}, err
 	}
@@ -105,7 +109,9 @@ type progress struct {
 	// record this request produced that Next does not cover yet: a resumed
 	// run reads from there to find them.
 	Markers map[int32]int64 `json:"markers"`
-	Scanned int64           `json:"scanned"`
+	// Scanned counts the dead letters read: of the request's account
+	// only, when it has one.
+	Scanned int64 `json:"scanned"`
 	// Skips counts the skipped dead letters by reason.
 	Skips map[string]int64 `json:"skips,omitempty"`
 }
@@ -259,7 +265,11 @@ func (r *runner) handleBatch(ctx context.Context, c *chunk, pace *pacer, b *batc
 // what is done with it, and adds its delivery to the chunk when it is
 // replayed.
 func (r *runner) handle(ctx context.Context, c *chunk, pace *pacer, rec *kgo.Record, e *Entry) error {
-	c.scanned++
+	if r.req.Account == "" || e.Account == r.req.Account {
+		// An account's request counts its own dead letters only: the
+		// others' are none of its business (AccountView).
+		c.scanned++
+	}
 	c.next[rec.Partition] = rec.Offset + 1
 	if !r.req.Filter.Match(e) {
 		return nil
@@ -349,7 +359,7 @@ func (r *runner) save(ctx context.Context, status string) error {
 	if err != nil {
 		return err
 	}
-	u := store.ReplayUpdate{ID: r.row.ID, Matched: r.row.Matched, Replayed: r.row.Replayed, Skipped: r.row.Skipped,
+	u := store.ReplayUpdate{Account: r.row.Account, ID: r.row.ID, Matched: r.row.Matched, Replayed: r.row.Replayed, Skipped: r.row.Skipped,
 		Progress: b, Status: status}
 	if status == store.ReplayFailed {
 		u.Error = r.row.Error
@@ -380,7 +390,7 @@ func (r *runner) finish(ctx context.Context, runErr error) (Result, error) {
 	if err := r.save(saveCtx, status); err != nil && runErr == nil {
 		runErr = err
 	}
-	row, err := r.deps.Store.GetReplay(saveCtx, r.row.ID)
+	row, err := r.deps.Store.GetAccountReplay(saveCtx, r.row.Account, r.row.ID)
 	if err != nil {
 		row = r.row
 	}

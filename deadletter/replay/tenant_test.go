@@ -168,9 +168,42 @@ func TestPrepareWritesTheAuditRowFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.AlreadyDone)
 
-	// Another account naming that id explicitly: refused, nothing written.
-	_, err = Prepare(ctx, b.deps, Request{ID: row.ID, Actor: "mallory", Reason: "outage", Account: "acct_b"})
+	// Another account naming that id explicitly gets a row of its own
+	// (issue 29: ids are per account), never A's done one.
+	p, err = Prepare(ctx, b.deps, Request{ID: row.ID, Actor: "mallory", Reason: "outage", Account: "acct_b"})
+	require.NoError(t, err)
+	require.Equal(t, "acct_b", p.Row().Account)
+	require.Equal(t, store.ReplayRunning, p.Row().Status)
+	// An operator naming it is refused: its records would look like A's.
+	_, err = Prepare(ctx, b.deps, Request{ID: row.ID, Actor: "ops", Reason: "outage"})
 	require.ErrorIs(t, err, ErrRequestMismatch)
 	_, err = Prepare(ctx, b.deps, Request{Actor: "alice", Reason: "outage", DryRun: true})
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// Issue 29: an account's replay counts the account's own dead letters as
+// scanned, not every record of the DLQ ranges it reads, and AccountView
+// shows it no DLQ partitions or offsets.
+func TestAccountReplayCountsOwnDeadLettersOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.endpoint(t, "ep_a", "acct_a", endpoint.StatusActive)
+	b.endpoint(t, "ep_b", "acct_b", endpoint.StatusActive)
+	b.deadLettersOf(t, "ep_a", "acct_a", "a", 2)
+	b.deadLettersOf(t, "ep_b", "acct_b", "b", 3)
+
+	res, err := Run(ctx, b.deps, Request{Actor: "api:acct_a", Reason: "mine", Account: "acct_a"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Replayed)
+	var prog progress
+	require.NoError(t, json.Unmarshal(res.Progress, &prog))
+	require.EqualValues(t, 2, prog.Scanned, "A's two, not the five on the DLQ")
+	require.JSONEq(t, `{"scanned":2}`, string(AccountView(res.Replay).Progress))
+
+	res, err = Run(ctx, b.deps, Request{Actor: "ops", Reason: "all"})
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(res.Progress, &prog))
+	require.EqualValues(t, 5, prog.Scanned, "an operator's replay counts every record it reads")
+	require.NotEmpty(t, prog.Ranges)
 }

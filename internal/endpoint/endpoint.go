@@ -17,10 +17,13 @@ import (
 	"math"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // Status is an endpoint's lifecycle state.
@@ -231,35 +234,89 @@ func ValidatePattern(p string) error {
 }
 
 // ValidateURL checks an endpoint URL's syntax: 1..2048 bytes of valid
-// UTF-8, absolute http or https, a host, no credentials, and no numeric
-// host that is not a canonical IP address ("127.1", "2130706433",
-// "0x7f.0.0.1": resolvers disagree on what those mean). Whether the host may
-// be a private address is decided by the caller (ssrf.CheckURL) and, at
-// send time, by the dispatcher's dial-time guard.
+// UTF-8, absolute http or https, a host, no credentials, an international
+// host name that IDNA maps to ASCII, and no numeric host that is not a
+// canonical IP address ("127.1", "2130706433", "0x7f.0.0.1": resolvers
+// disagree on what those mean), judged on the host as NormalizeURL writes
+// it. Whether the host may be a private address is decided by the caller
+// (ssrf.CheckURL, on the normalised URL) and, at send time, by the
+// dispatcher's dial-time guard.
 func ValidateURL(raw string) error {
+	_, err := NormalizeURL(raw)
+	return err
+}
+
+// NormalizeURL checks raw as ValidateURL does and returns it with its host
+// name in the ASCII form a client dials: net/http maps a non-ASCII host
+// through IDNA's lookup profile (UTS #46) before it resolves it, which
+// turns ideographic and full-width dots into '.', full-width and circled
+// digits into ASCII digits, and other names into punycode. So
+// "http://①②⑦.⓪.⓪.①/" is "http://127.0.0.1/", and an address check that
+// judged the URL as written would wave through a loopback address. A URL
+// whose host is already ASCII is returned unchanged.
+func NormalizeURL(raw string) (string, error) {
 	if raw == "" || len(raw) > MaxURLLen {
-		return invalid("url: must be 1..%d bytes, got %d", MaxURLLen, len(raw))
+		return "", invalid("url: must be 1..%d bytes, got %d", MaxURLLen, len(raw))
 	}
 	if !utf8.ValidString(raw) {
-		return invalid("url %q: not valid UTF-8", clip(raw))
+		return "", invalid("url %q: not valid UTF-8", clip(raw))
+	}
+	if strings.ContainsFunc(raw, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		// url.Parse lets some through (in a fragment); no column takes NUL.
+		return "", invalid("url %q: must not contain control characters", clip(raw))
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return invalid("url %q: %v", clip(raw), errors.Unwrap(err))
+		return "", invalid("url %q: %v", clip(raw), errors.Unwrap(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return invalid("url %q: scheme must be http or https", clip(raw))
+		return "", invalid("url %q: scheme must be http or https", clip(raw))
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return invalid("url %q: has no host", clip(raw))
+		return "", invalid("url %q: has no host", clip(raw))
 	}
 	if u.User != nil {
-		return invalid("url %q: must not carry credentials", clip(raw))
+		return "", invalid("url %q: must not carry credentials", clip(raw))
 	}
-	if host := u.Hostname(); numericHost(host) {
-		return invalid("url %q: host %q is numeric but not an IP address (write IPv4 as four decimal numbers, IPv6 in brackets)", clip(raw), clip(host))
+	host, err := asciiHost(u.Hostname())
+	if err != nil {
+		return "", invalid("url %q: %v", clip(raw), err)
 	}
-	return nil
+	if numericHost(host) {
+		return "", invalid("url %q: host %q is numeric but not an IP address (write IPv4 as four decimal numbers, IPv6 in brackets)", clip(raw), clip(host))
+	}
+	if host == u.Hostname() {
+		return raw, nil
+	}
+	if port := u.Port(); port != "" {
+		u.Host = host + ":" + port
+	} else {
+		u.Host = host
+	}
+	return u.String(), nil
+}
+
+// asciiHost maps a non-ASCII host name to ASCII as net/http does before it
+// dials (idna.Lookup); an ASCII host is returned as is.
+func asciiHost(host string) (string, error) {
+	ascii := true
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return host, nil
+	}
+	out, err := idna.Lookup.ToASCII(host)
+	if err != nil {
+		return "", fmt.Errorf("host %q is not a valid international domain name: %v", clip(host), strings.TrimPrefix(err.Error(), "idna: "))
+	}
+	if strings.Trim(out, ".") == "" || strings.ContainsAny(out, ":/?#[]@%") {
+		return "", fmt.Errorf("host %q is not a valid domain name", clip(host))
+	}
+	return out, nil
 }
 
 // numericHost reports a host that is not an IP address but whose last
@@ -276,6 +333,10 @@ func numericHost(host string) bool {
 	}
 	if last == "" {
 		return false
+	}
+	if _, err := strconv.ParseUint(last, 0, 64); err == nil {
+		// Go's own reading of a number ("0b101", "0o17", "1_0") counts too.
+		return true
 	}
 	digits := strings.TrimPrefix(strings.TrimPrefix(strings.ToLower(last), "0x"), "0X")
 	hex := len(digits) < len(last)

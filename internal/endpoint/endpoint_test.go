@@ -144,6 +144,31 @@ func TestValidateURL(t *testing.T) {
 	}
 }
 
+// Issue 29: a host written with full-width or ideographic dots, or with
+// full-width or circled digits, is the ASCII host net/http dials; the
+// normalised URL is what the SSRF check judges and the store keeps.
+func TestNormalizeURL(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"http://127。0。0。1/":            "http://127.0.0.1/",
+		"http://①②⑦.⓪.⓪.①/":            "http://127.0.0.1/",
+		"http://１２７．０．０．１:8080/x?q=1":  "http://127.0.0.1:8080/x?q=1",
+		"http://127｡0｡0｡1/hook#f":      "http://127.0.0.1/hook#f",
+		"https://bücher.example/a%2Fb": "https://xn--bcher-kva.example/a%2Fb",
+		"https://Example.COM/Hook":     "https://Example.COM/Hook",
+		"https://a_b.example/":         "https://a_b.example/",
+		"https://[::1]:443/":           "https://[::1]:443/",
+	} {
+		got, err := endpoint.NormalizeURL(raw)
+		require.NoError(t, err, raw)
+		require.Equal(t, want, got, raw)
+	}
+	for _, bad := range []string{"http://①②⑦.①/", "http://０ｘ7f.0.0.1/", "http://example.①②③/", "http://a\u200db.example/", "http://169.254.169.254。/"} {
+		_, err := endpoint.NormalizeURL(bad)
+		require.ErrorIs(t, err, endpoint.ErrInvalid, bad)
+	}
+}
+
 // One rule for the API, hookctl and the store.
 func TestValidatePattern(t *testing.T) {
 	t.Parallel()
@@ -201,7 +226,9 @@ func FuzzValidatePattern(f *testing.F) {
 // a non-numeric last label.
 func FuzzValidateURL(f *testing.F) {
 	for _, s := range []string{"https://example.com/hook", "http://127.1/", "http://[::1]:80/", "https://u:p@x/", "http://0x7f.1/",
-		"https://[fe80::1%25eth0]/", "http://x/\x00", "https://bücher.example/", "http://1.2.3.4.5/", "http://[::ffff:0:a9fe:a9fe]/"} {
+		"https://[fe80::1%25eth0]/", "http://x/\x00", "https://bücher.example/", "http://1.2.3.4.5/", "http://[::ffff:0:a9fe:a9fe]/",
+		"http://127。0。0。1/", "http://①②⑦.⓪.⓪.①/", "http://１２７．０．０．１/", "http://127｡0｡0｡1:8080/", "http://①②⑦.①/",
+		"http://127%E3%80%820%E3%80%820%E3%80%821/", "http://ｅｘａｍｐｌｅ.com/", "http://xn--bcher-kva.example/"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -221,7 +248,23 @@ func FuzzValidateURL(f *testing.F) {
 		if strings.ContainsAny(raw, "\x00\r\n") {
 			t.Fatalf("%q accepted with a control character", raw)
 		}
-		host := u.Hostname()
+		norm, err := endpoint.NormalizeURL(raw)
+		if err != nil {
+			t.Fatalf("%q accepted but does not normalise: %v", raw, err)
+		}
+		if again, err := endpoint.NormalizeURL(norm); err != nil || again != norm {
+			t.Fatalf("%q normalises to %q, which normalises to %q (%v)", raw, norm, again, err)
+		}
+		nu, err := url.Parse(norm)
+		if err != nil {
+			t.Fatalf("%q normalises to %q, which does not parse: %v", raw, norm, err)
+		}
+		host := nu.Hostname()
+		for i := 0; i < len(host); i++ {
+			if host[i] >= utf8.RuneSelf {
+				t.Fatalf("%q normalises to the non-ASCII host %q", raw, host)
+			}
+		}
 		if _, err := netip.ParseAddr(host); err != nil {
 			last := host[strings.LastIndexByte(strings.TrimSuffix(host, "."), '.')+1:]
 			if _, err := strconv.ParseUint(strings.TrimSuffix(last, "."), 0, 64); err == nil {

@@ -122,7 +122,7 @@ type DaemonFlags struct {
 
 // PortalFlags configure the delivery portal served under /portal/ on --listen.
 type PortalFlags struct {
-	PortalBaseURL        string   `name:"portal-base-url" env:"HOOKD_PORTAL_BASE_URL" help:"Public origin of the portal as browsers reach it (https://hooks.example.com); https makes its cookies Secure and __Host-. Empty: taken from each request."`
+	PortalBaseURL        string   `name:"portal-base-url" env:"HOOKD_PORTAL_BASE_URL" help:"Public origin of the portal as browsers reach it (https://hooks.example.com); https makes its cookies Secure and __Host-; links from POST /v1/portal-links start with it. Empty: taken from each request (links only from a request to the listen address itself)."`
 	PortalFrameAncestors []string `name:"portal-frame-ancestors" env:"HOOKD_PORTAL_FRAME_ANCESTORS" sep:"," help:"Origins allowed to frame the portal (your app's settings page), comma-separated. Empty: framing denied."`
 	PortalName           string   `name:"portal-name" env:"HOOKD_PORTAL_NAME" default:"hookd" help:"Your product's name, shown on every portal page and in its messages instead of hookd."`
 	PortalAccentColor    string   `name:"portal-accent-color" env:"HOOKD_PORTAL_ACCENT_COLOR" help:"The portal's accent colour, #rgb or #rrggbb (links, the active tab, buttons). Empty: the portal's own blue."`

@@ -266,6 +266,9 @@ func (p *process) startHTTP(context.Context) error {
 	if apiCfg.AdminToken == "" {
 		apiCfg.AdminToken = p.cfg.AdminToken
 	}
+	if apiCfg.PortalBaseURL == "" {
+		apiCfg.PortalBaseURL = p.cfg.Portal.BaseURL // portal links start with it
+	}
 	p.jsonAPI = api.NewV1(apiCfg, p.logger.With("component", "api"))
 	pcfg := p.cfg.Portal
 	pcfg.AdminToken, pcfg.AllowPrivateNetworks = apiCfg.AdminToken, apiCfg.AllowPrivateNetworks
