@@ -11,7 +11,7 @@ import (
 	"github.com/hookd/hookd/store"
 )
 
-// Issue 29: replay ids are per account (migration 14). Two accounts may
+// Issue 29: replay ids are per account (migration 15). Two accounts may
 // each have a replay "nightly", and neither one's create, read, update
 // or lock touches the other's; an operator's replay (account "") cannot
 // take an account's id, nor an account an operator's.

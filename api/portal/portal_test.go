@@ -395,6 +395,7 @@ func TestSupportSignInSearchAndActOnBehalf(t *testing.T) {
 	require.Equal(t, 200, p.Status)
 	require.Equal(t, b.srv.URL+"/portal/deliveries/"+d.ID, p.URL)
 	require.Contains(t, p.Body, "support on behalf of acct_a")
+	require.Equal(t, 1, strings.Count(p.Body, "acting on behalf of"), "one banner, not a banner and a notice saying the same (issue 32)")
 
 	p = c.submit("/portal/endpoints/"+e.ID, "/portal/endpoints/"+e.ID+"/status", url.Values{"action": {"disable"}})
 	require.Equal(t, 200, p.Status)

@@ -58,11 +58,13 @@ func (h *Handler) supportAct(w http.ResponseWriter, r *http.Request, s *session)
 			to = next
 		}
 	}
-	text := "You are acting on behalf of " + account + "; what you do is recorded as \"support on behalf of " + account + "\"."
-	if account == "" {
-		text = "You no longer act on behalf of an account."
+	if account != "" {
+		// The support banner on every page says on whose behalf and how it
+		// is recorded: a notice saying it again was a second, identical banner.
+		http.Redirect(w, r, to, http.StatusSeeOther)
+		return nil
 	}
-	return h.redirect(w, r, s, to, notice{Text: text})
+	return h.redirect(w, r, s, to, notice{Text: "You no longer act on behalf of an account."})
 }
 
 // safeNext returns next as a path of the portal to redirect to, or false.

@@ -5,7 +5,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -144,20 +143,9 @@ func (h *Handler) setZone(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: zoneCookie, Value: url.QueryEscape(name), Path: "/portal/",
 		MaxAge: 365 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
-	http.Redirect(w, r, portalPath(r.URL.Query().Get("back")), http.StatusSeeOther)
-}
-
-// portalPath is back if it is a plain path under /portal/ on this origin
-// (no scheme, host, dot segments or backslashes, decoded or not), else
-// /portal/: a redirect never leaves the portal.
-func portalPath(back string) string {
-	u, err := url.Parse(back)
-	switch {
-	case err != nil, u.Scheme != "", u.Host != "", u.User != nil, u.Opaque != "",
-		strings.HasPrefix(back, "//"), strings.ContainsAny(back, "\\\r\n\t"), strings.ContainsAny(u.Path, "\\\r\n\t"),
-		u.Path != path.Clean(u.Path) && u.Path != path.Clean(u.Path)+"/",
-		!strings.HasPrefix(u.Path, "/portal/"):
-		return "/portal/"
+	back, ok := safeNext(r.URL.Query().Get("back"))
+	if !ok {
+		back = "/portal/"
 	}
-	return u.RequestURI()
+	http.Redirect(w, r, back, http.StatusSeeOther)
 }
