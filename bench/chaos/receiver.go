@@ -2,10 +2,12 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,9 +65,10 @@ type Request struct {
 }
 
 // Receiver is a 127.0.0.1 HTTP server for many endpoints (path /e/<id>)
-// that verifies signatures and records every request.
+// that verifies signatures and records every request; with
+// ReceiverOptions.TLS it serves https.
 type Receiver struct {
-	URL string // http://127.0.0.1:port
+	URL string // http://127.0.0.1:port, or https://127.0.0.1:port with TLS
 
 	srv *http.Server
 	ln  net.Listener
@@ -99,6 +102,12 @@ type ReceiverOptions struct {
 	// SkipVerify skips signature verification (benchmark baselines that
 	// measure the sender, not the receiver, still verify by default).
 	SkipVerify bool
+	// TLS, when set, makes the receiver serve https with this config (its
+	// certificate must name 127.0.0.1; internal/tlstest issues such ones
+	// for a test CA, whose file hookd then trusts with --endpoint-ca-file).
+	// HTTP/2 is offered by ALPN; NextProtos ["http/1.1"] keeps it to
+	// HTTP/1.1. Defaults to nil (plain http).
+	TLS *tls.Config
 }
 
 // StartReceiver listens on 127.0.0.1:0.
@@ -107,15 +116,28 @@ func StartReceiver(opts ReceiverOptions) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
+	scheme := "http://"
+	if opts.TLS != nil {
+		scheme = "https://"
+	}
 	r := &Receiver{
-		URL: "http://" + ln.Addr().String(), ln: ln, endpoints: map[string]*recvEndpoint{},
+		URL: scheme + ln.Addr().String(), ln: ln, endpoints: map[string]*recvEndpoint{},
 		counts: map[pairKey]int{}, firstOK: map[pairKey]time.Time{}, keepAll: opts.KeepRequests, onFirst: opts.OnFirst2xx,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /e/{id}", func(w http.ResponseWriter, req *http.Request) { r.serve(w, req, !opts.SkipVerify) })
 	mux.HandleFunc("/trap", func(w http.ResponseWriter, req *http.Request) { r.trapHits.Add(1) })
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = r.srv.Serve(ln) }()
+	if opts.TLS == nil {
+		go func() { _ = r.srv.Serve(ln) }()
+		return r, nil
+	}
+	r.srv.TLSConfig = opts.TLS.Clone()
+	if len(opts.TLS.NextProtos) > 0 && !slices.Contains(opts.TLS.NextProtos, "h2") {
+		// Without this, ServeTLS would add h2 to NextProtos.
+		r.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	go func() { _ = r.srv.ServeTLS(ln, "", "") }()
 	return r, nil
 }
 
@@ -211,6 +233,11 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request, verify bool) 
 	r.mu.Unlock()
 
 	status := r.answer(w, req, ep.spec, n, whID)
+	if status == abortStream {
+		// Reset the stream (RST_STREAM) without an answer, once recorded.
+		status = 0
+		defer panic(http.ErrAbortHandler)
+	}
 	rec := Request{EndpointID: id, WebhookID: whID, At: at, Status: status, SigOK: sigOK, Attempt: n, BodySize: len(body)}
 	r.mu.Lock()
 	if status >= 200 && status < 300 {
@@ -226,6 +253,9 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request, verify bool) 
 	}
 	r.mu.Unlock()
 }
+
+// abortStream is answer's status for a request whose stream serve resets.
+const abortStream = -1
 
 // answer writes the response and returns the status sent (0 for none).
 func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, spec EndpointSpec, n int, whID string) int {
@@ -250,7 +280,7 @@ func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, spec Endpoin
 	case BehaveReset:
 		hj, ok := w.(http.Hijacker)
 		if !ok {
-			return 0
+			return abortStream // HTTP/2: no connection of its own to reset
 		}
 		conn, _, err := hj.Hijack()
 		if err != nil {
@@ -264,7 +294,7 @@ func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, spec Endpoin
 	case BehaveSlowBytes:
 		hj, ok := w.(http.Hijacker)
 		if !ok {
-			return 0
+			return slowHTTP2(w, req)
 		}
 		conn, _, err := hj.Hijack()
 		if err != nil {
@@ -325,6 +355,35 @@ func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, spec Endpoin
 		return http.StatusOK
 	}
 	w.WriteHeader(http.StatusOK)
+	return http.StatusOK
+}
+
+// slowHTTP2 is BehaveSlowBytes over HTTP/2 (no connection to write to
+// byte by byte): the headers after a while, then the body a byte at a time.
+func slowHTTP2(w http.ResponseWriter, req *http.Request) int {
+	pause := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-req.Context().Done():
+			return false
+		}
+	}
+	if !pause(60 * 15 * time.Millisecond) { // as long as HTTP/1.1's status line and headers
+		return 0
+	}
+	w.Header().Set("Content-Length", "2")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for _, b := range []string{"o", "k"} {
+		_, _ = io.WriteString(w, b)
+		_ = rc.Flush()
+		if !pause(15 * time.Millisecond) {
+			break
+		}
+	}
 	return http.StatusOK
 }
 
