@@ -211,7 +211,8 @@ func TestHTTPSEndpointCAFile(t *testing.T) {
 // TestHostileTLSReceivers: the hostile-receiver suite over TLS (HTTP/1.1
 // by ALPN, crafted bytes inside the TLS stream).
 func TestHostileTLSReceivers(t *testing.T) {
-	t.Parallel()
+	// Not parallel with the other tests: the goroutine and heap peaks are
+	// the process's.
 	ca := tlstest.NewCA(t)
 	srvTLS := tlstest.ServerConfig(ca.Server(t, "localhost"), nil)
 	srvTLS.NextProtos = []string{"http/1.1"}

@@ -27,6 +27,9 @@ type rawReceiver struct {
 	// pending counts answers still being written after their exchange
 	// (unsolicited bytes): a test waits for them before the next request.
 	pending atomic.Int32
+	// flooded counts the bytes flood wrote: how much of an endless answer
+	// the client took before giving up.
+	flooded atomic.Int64
 
 	mu       sync.Mutex
 	requests map[string]int // webhook-id -> requests read whole
@@ -169,22 +172,22 @@ func (c *rawConn) later(d time.Duration, s string) {
 }
 
 // flood writes head, then rep until the connection fails (the client
-// gave up) or the receiver closes; it returns the bytes written.
-func (c *rawConn) flood(head, rep string) int64 {
+// gave up) or the receiver closes, counting what it wrote in flooded.
+func (c *rawConn) flood(head, rep string) {
 	if !c.write(head) {
-		return 0
+		return
 	}
-	n := int64(len(head))
+	c.r.flooded.Add(int64(len(head)))
 	for {
 		select {
 		case <-c.r.done:
-			return n
+			return
 		default:
 		}
 		if !c.write(rep) {
-			return n
+			return
 		}
-		n += int64(len(rep))
+		c.r.flooded.Add(int64(len(rep)))
 	}
 }
 
