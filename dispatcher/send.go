@@ -56,7 +56,7 @@ func newSender(cfg Config) *sender {
 		}
 		dial = cd.DialContext
 	}
-	s := &sender{
+	return &sender{
 		client: &http.Client{
 			Transport: newTransport(cfg, dial),
 			// Redirects are never followed: a 3xx is a failed attempt.
@@ -66,7 +66,6 @@ func newSender(cfg Config) *sender {
 		readLimit: cfg.ResponseReadLimit,
 		excerpt:   cfg.ResponseExcerpt,
 	}
-	return s
 }
 
 // closeIdle closes the idle connections.
