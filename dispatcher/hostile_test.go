@@ -138,8 +138,8 @@ func runHostile(t *testing.T, srvTLS *tls.Config, scheme string, cases []hostile
 	stopSampling()
 	g, heap := peak()
 	t.Logf("peak goroutines %d, peak heap %d MiB", g, heap>>20)
-	require.Less(t, g, 1000, "goroutines bounded")
-	require.Less(t, heap, uint64(256<<20), "heap bounded")
+	require.Less(t, g, 500, "goroutines bounded")
+	require.Less(t, heap, uint64(128<<20), "heap bounded")
 }
 
 func hostileCaseRun(t *testing.T, b *bundle, rcv *rawReceiver, scheme, key string, tc hostileCase) {
