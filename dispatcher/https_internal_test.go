@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -68,4 +70,36 @@ func TestHTTPSKeepsTheGuard(t *testing.T) {
 	s := testSender(t, func(c *Config) { c.AllowPrivateNetworks, c.endpointRoots = false, ca.Pool })
 	res := s.send(context.Background(), target(rcv.URL), sendDelivery, 5*time.Second)
 	require.True(t, errors.Is(res.err, ssrf.ErrRefused), "%v", res.err)
+}
+
+// sslCertFileChild is set in the child process of
+// TestHTTPSSystemRootsFromSSLCertFile to the URL it must deliver to.
+const sslCertFileChild = "HOOKD_TEST_SSL_CERT_FILE_URL"
+
+// The operator's other way to trust a private CA: SSL_CERT_FILE replaces
+// the system roots (read once per process, hence a child process), and a
+// sender without EndpointCAFile trusts the receiver; without it, the same
+// receiver is a tls_error.
+func TestHTTPSSystemRootsFromSSLCertFile(t *testing.T) {
+	if u := os.Getenv(sslCertFileChild); u != "" {
+		res := testSender(t, nil).send(context.Background(), target(u), sendDelivery, 10*time.Second)
+		require.NoError(t, res.err)
+		require.Equal(t, http.StatusAccepted, res.status)
+		return
+	}
+	t.Parallel()
+	ca := tlstest.NewCA(t)
+	rcv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	rcv.TLS = tlstest.ServerConfig(ca.Server(t, "localhost"), nil)
+	rcv.StartTLS()
+	t.Cleanup(rcv.Close)
+
+	res := testSender(t, nil).send(context.Background(), target(rcv.URL), sendDelivery, 10*time.Second)
+	require.Equal(t, ClassTLS, Classify(res.status, res.err, 0, 0).ErrorClass, "not trusted without SSL_CERT_FILE: %v", res.err)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHTTPSSystemRootsFromSSLCertFile$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+ca.File, "SSL_CERT_DIR=", sslCertFileChild+"="+rcv.URL)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the child delivers with SSL_CERT_FILE:\n%s", out)
+	require.Contains(t, string(out), "PASS")
 }
