@@ -79,6 +79,9 @@ type Receiver struct {
 	counts    map[pairKey]int
 	firstOK   map[pairKey]time.Time
 	trapHits  atomic.Int64
+	conns     atomic.Int64 // connections accepted
+	fullTLS   atomic.Int64 // TLS handshakes in full
+	resumeTLS atomic.Int64 // TLS handshakes that resumed a session
 	// KeepRequests false keeps only counts and first-2xx times (benchmark).
 	keepAll bool
 	onFirst func(endpointID, webhookID string, at time.Time)
@@ -127,12 +130,31 @@ func StartReceiver(opts ReceiverOptions) (*Receiver, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /e/{id}", func(w http.ResponseWriter, req *http.Request) { r.serve(w, req, !opts.SkipVerify) })
 	mux.HandleFunc("/trap", func(w http.ResponseWriter, req *http.Request) { r.trapHits.Add(1) })
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				r.conns.Add(1)
+			}
+		}}
 	if opts.TLS == nil {
 		go func() { _ = r.srv.Serve(ln) }()
 		return r, nil
 	}
 	r.srv.TLSConfig = opts.TLS.Clone()
+	verify := opts.TLS.VerifyConnection
+	r.srv.TLSConfig.VerifyConnection = func(cs tls.ConnectionState) error {
+		if verify != nil {
+			if err := verify(cs); err != nil {
+				return err
+			}
+		}
+		if cs.DidResume {
+			r.resumeTLS.Add(1)
+		} else {
+			r.fullTLS.Add(1)
+		}
+		return nil
+	}
 	if len(opts.TLS.NextProtos) > 0 && !slices.Contains(opts.TLS.NextProtos, "h2") {
 		// Without this, ServeTLS would add h2 to NextProtos.
 		r.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
@@ -159,6 +181,16 @@ func (r *Receiver) Close() {
 	defer cancel()
 	_ = r.srv.Shutdown(ctx)
 	_ = r.srv.Close()
+}
+
+// Conns is how many connections the receiver accepted: with
+// deliveries counted, the connections a sender opened per delivery.
+func (r *Receiver) Conns() int64 { return r.conns.Load() }
+
+// TLSHandshakes is how many TLS handshakes completed, in full and resumed
+// (a session ticket); both zero without ReceiverOptions.TLS.
+func (r *Receiver) TLSHandshakes() (full, resumed int64) {
+	return r.fullTLS.Load(), r.resumeTLS.Load()
 }
 
 // TrapHits is how many requests followed a redirect to /trap (must be 0).

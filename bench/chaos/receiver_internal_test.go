@@ -137,6 +137,12 @@ func TestReceiverServesTLS(t *testing.T) {
 		// A request is recorded once its answer is written: the client
 		// may have read it first.
 		wait.For(t, 5*time.Second, "3 requests recorded", func() bool { return len(r.Requests()) == 3 })
+		// Every connection accepted made one handshake (the server's side
+		// of one may end after the client's).
+		wait.For(t, 5*time.Second, "a handshake per connection", func() bool {
+			full, resumed := r.TLSHandshakes()
+			return full >= 1 && full+resumed == r.Conns()
+		})
 		reqs := r.Requests()
 		if !reqs[0].SigOK {
 			t.Fatalf("requests over %v: %+v", c.protos, reqs)
