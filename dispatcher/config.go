@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -87,15 +88,20 @@ type Config struct {
 	// checked (it is the operator's, and may be private). Defaults to nil
 	// (direct connections).
 	EgressProxy *url.URL
+	// EndpointCAFile is a PEM bundle of CA certificates trusted for https
+	// endpoints in addition to the system roots (which, on Linux, follow
+	// SSL_CERT_FILE and SSL_CERT_DIR): receivers with certificates of a
+	// private CA. See LoadEndpointCAs. Defaults to "" (the system roots).
+	EndpointCAFile string
+	// endpointRoots is EndpointCAFile loaded, by validate; nil: the system
+	// roots.
+	endpointRoots *x509.CertPool
 	// LogDeliveries logs one line per attempt (endpoint, event id, status,
 	// duration) at info; without it the same lines are logged at debug.
 	// Defaults to false.
 	LogDeliveries bool
 	// resolver replaces the DNS resolver of the proxied path (tests).
 	resolver ssrf.Resolver
-	// netHTTPOnly makes every request through net/http, never the lean
-	// client (tests and benchmarks comparing the two).
-	netHTTPOnly bool
 	// RetryJitter is the fraction of a tier's delay added at random to a
 	// due time (see retrytiers.Policy). Defaults to 0.1; negative means none.
 	RetryJitter float64
@@ -212,6 +218,14 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	if err := c.Topics.Validate(); err != nil {
 		return err
+	}
+	if c.EndpointCAFile != "" {
+		// Loaded here, once, so that a bad file is New's error.
+		pool, err := LoadEndpointCAs(c.EndpointCAFile)
+		if err != nil {
+			return fmt.Errorf("dispatcher endpoint CA file: %w", err)
+		}
+		c.endpointRoots = pool
 	}
 	if c.EgressProxy != nil {
 		if _, err := ParseEgressProxy(c.EgressProxy.String()); err != nil {

@@ -116,13 +116,25 @@
 //
 // # HTTP client
 //
-// Requests to http:// endpoints are made by a lean HTTP/1.1 client on the
-// worker's own goroutine: a pool of idle keep-alive connections per host,
-// deadlines from the request's timeout, the SSRF-guarded dialer, and one
-// retry on a new connection when a reused idle one turns out closed by
-// the server (nothing written, or the connection ended before any byte of
-// the answer). https:// endpoints (HTTP/2 by ALPN) and every request
-// through EgressProxy go through net/http.
+// Every request goes through one net/http Transport (transport.go):
+// HTTP/1.1, and HTTP/2 where the receiver offers it over TLS (ALPN). Its
+// response parser and connection pool are the standard library's, held
+// to account by the hostile-receiver suite (hostile_test.go): bytes left
+// after a response, an unsolicited response on an idle connection, a
+// body not read to its end (beyond ResponseReadLimit) each close the
+// connection instead of handing it to the next request, which may be
+// another account's endpoint on the same host. A POST whose request was
+// written is never re-sent within its attempt (net/http retries only
+// requests that were not written). The Transport is tuned rather than
+// replaced: IdleConnsPerHost idle connections per host, a TLS session
+// cache (a new connection to a known host resumes its session), HTTP/2
+// health checks (a PING after 15s of silence, the connection closed when
+// it is not answered within 5s), 64 KiB of response headers at most, and
+// the request's Timeout over the whole exchange. Dials go through the
+// SSRF guard, or through EgressProxy's CONNECT dialer, which checks the
+// destination instead; TLS runs over either. https endpoints are verified
+// against the system roots (SSL_CERT_FILE, SSL_CERT_DIR) plus
+// EndpointCAFile's certificates.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package dispatcher

@@ -79,13 +79,18 @@ func (m fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, e
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
-func proxiedSender(t *testing.T, proxy string, allowPrivate bool) *sender {
+func proxiedSender(t *testing.T, proxy string, allowPrivate bool, mutate ...func(*Config)) *sender {
 	u, err := ParseEgressProxy(proxy)
 	require.NoError(t, err)
 	cfg := Config{EgressProxy: u, AllowPrivateNetworks: allowPrivate, ConnectTimeout: 5 * time.Second,
 		resolver: fakeDNS{"hooks.example.com": "93.184.215.14", "internal.example.com": "10.1.2.3"}}
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	cfg.setDefaults()
-	return newSender(cfg)
+	s := newSender(cfg)
+	t.Cleanup(s.closeIdle)
+	return s
 }
 
 var proxyTestDelivery = &delivery.Delivery{ID: "dlv_1", EventID: "evt_1", Body: []byte(`{"x":1}`)}

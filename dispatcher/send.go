@@ -23,10 +23,7 @@ import (
 
 // sender makes the HTTP request of one attempt.
 type sender struct {
-	client *http.Client
-	// lean, when set, makes the requests to http:// endpoints (see
-	// leanClient); nil with an egress proxy.
-	lean       *leanClient
+	client     *http.Client
 	prepared   preparedCache
 	timestamps timestampCache
 	userAgent  []string // the header value, shared by every request
@@ -59,20 +56,9 @@ func newSender(cfg Config) *sender {
 		}
 		dial = cd.DialContext
 	}
-	tr := &http.Transport{
-		Proxy:                  nil, // never from the environment; --egress-proxy is dialled above
-		DialContext:            dial,
-		TLSHandshakeTimeout:    cfg.ConnectTimeout,
-		MaxIdleConns:           0,
-		MaxIdleConnsPerHost:    cfg.IdleConnsPerHost,
-		IdleConnTimeout:        90 * time.Second,
-		DisableCompression:     true, // the excerpt is what the receiver sent; no decompression bombs
-		ForceAttemptHTTP2:      true,
-		MaxResponseHeaderBytes: 64 << 10,
-	}
-	s := &sender{
+	return &sender{
 		client: &http.Client{
-			Transport: tr,
+			Transport: newTransport(cfg, dial),
 			// Redirects are never followed: a 3xx is a failed attempt.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
@@ -80,19 +66,10 @@ func newSender(cfg Config) *sender {
 		readLimit: cfg.ResponseReadLimit,
 		excerpt:   cfg.ResponseExcerpt,
 	}
-	if cfg.EgressProxy == nil && !cfg.netHTTPOnly {
-		s.lean = newLeanClient(dial, cfg.IdleConnsPerHost)
-	}
-	return s
 }
 
-// closeIdle closes the idle connections of both clients.
-func (s *sender) closeIdle() {
-	s.client.CloseIdleConnections()
-	if s.lean != nil {
-		s.lean.closeIdle(false)
-	}
-}
+// closeIdle closes the idle connections.
+func (s *sender) closeIdle() { s.client.CloseIdleConnections() }
 
 // logging makes send log one line per attempt on log: at info when
 // atInfo (--log-deliveries), else at debug (seen with --log-level debug).
@@ -127,9 +104,6 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	p := s.prepared.get(t)
 	if p.err != nil {
 		return response{err: p.err}
-	}
-	if s.lean != nil && p.lean != nil {
-		return s.postLean(ctx, p, d, timeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -174,30 +148,6 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	return out
 }
 
-// postLean makes the request of post with the lean client.
-func (s *sender) postLean(ctx context.Context, p *prepared, d *delivery.Delivery, timeout time.Duration) response {
-	now := time.Now()
-	deadline := now.Add(timeout)
-	ts := s.timestamps.get(now) // receivers check it against their wall clock
-	if !validHeaderValue(d.EventID) {
-		return response{err: &url.Error{Op: "Post", URL: p.url.Redacted(),
-			Err: fmt.Errorf("net/http: invalid header field value for %q", "Webhook-Id")}}
-	}
-	req := leanRequest{addr: p.lean.addr, host: p.lean.host, uri: p.lean.uri, body: d.Body,
-		headers: [leanHeaders][2]string{
-			{"User-Agent", s.userAgent[0]},
-			{"Content-Type", contentTypeJSON[0]},
-			{"Webhook-Id", d.EventID},
-			{"Webhook-Timestamp", ts},
-			{"Webhook-Signature", p.signer.Sign(d.EventID, ts, d.Body)},
-		}}
-	res, err := s.lean.do(ctx, &req, s.readLimit, deadline)
-	if err != nil {
-		return response{err: &url.Error{Op: "Post", URL: p.url.Redacted(), Err: err}}
-	}
-	return response{status: res.status, retryAfter: res.retryAfter, excerpt: excerpt(res.body, s.excerpt)}
-}
-
 // timestampCache holds the webhook-timestamp value of the latest second
 // asked for: one string a second instead of one a request.
 type timestampCache struct{ last atomic.Pointer[timestamp] }
@@ -218,42 +168,6 @@ func (c *timestampCache) get(now time.Time) string {
 	return t.s
 }
 
-// validHeaderValue reports whether v can be sent as a header value as
-// net/http checks it: no control characters but tab.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// leanTarget is where the lean client sends an endpoint's requests.
-type leanTarget struct {
-	addr string // host:port dialled
-	host string // the Host header
-	uri  string // the request target
-}
-
-// newLeanTarget returns u's lean target, nil when the lean client does
-// not serve u (https, or a host net/http would have to rewrite).
-func newLeanTarget(u *url.URL) *leanTarget {
-	if u.Scheme != "http" {
-		return nil
-	}
-	for i := 0; i < len(u.Host); i++ {
-		if b := u.Host[i]; b <= ' ' || b >= 0x7f || b == '%' {
-			return nil
-		}
-	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-	}
-	return &leanTarget{addr: net.JoinHostPort(u.Hostname(), port), host: u.Host, uri: u.RequestURI()}
-}
-
 // contentTypeJSON is the Content-Type of every request. Header values are
 // only read by the transport, so every request shares the slice.
 var contentTypeJSON = []string{"application/json"}
@@ -266,7 +180,6 @@ type prepared struct {
 	rawURL  string
 	secrets []string
 	url     *url.URL
-	lean    *leanTarget // nil: net/http makes the request
 	signer  *signature.Signer
 	err     error
 }
@@ -283,7 +196,7 @@ func prepare(t Target) *prepared {
 		p.err = fmt.Errorf("%w: %v", ErrInvalidSecret, err)
 		return p
 	}
-	p.url, p.signer, p.lean = u, signature.NewSigner(keys), newLeanTarget(u)
+	p.url, p.signer = u, signature.NewSigner(keys)
 	return p
 }
 

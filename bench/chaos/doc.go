@@ -3,7 +3,8 @@
 // relay, the router, several dispatchers and the attempt-log writer) against
 // a real Postgres, drives them with a load generator that writes events
 // through the outbox (real transactions, some rolled back) and the ingress
-// topic, receives every webhook on 127.0.0.1 receivers that verify the
+// topic, receives every webhook on 127.0.0.1 receivers (http, or https with
+// ReceiverOptions.TLS: HTTP/2 or HTTP/1.1 by ALPN) that verify the
 // Standard Webhooks signature and record each request by webhook-id, and
 // injects faults: kill -9 and restarts, broker and Postgres restarts,
 // misbehaving receivers, rebalance storms.

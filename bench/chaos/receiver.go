@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,9 +65,10 @@ type Request struct {
 }
 
 // Receiver is a 127.0.0.1 HTTP server for many endpoints (path /e/<id>)
-// that verifies signatures and records every request.
+// that verifies signatures and records every request; with
+// ReceiverOptions.TLS it serves https.
 type Receiver struct {
-	URL string // http://127.0.0.1:port
+	URL string // http://127.0.0.1:port, or https://127.0.0.1:port with TLS
 
 	srv *http.Server
 	ln  net.Listener
@@ -77,6 +79,9 @@ type Receiver struct {
 	counts    map[pairKey]int
 	firstOK   map[pairKey]time.Time
 	trapHits  atomic.Int64
+	conns     atomic.Int64 // connections accepted
+	fullTLS   atomic.Int64 // TLS handshakes in full
+	resumeTLS atomic.Int64 // TLS handshakes that resumed a session
 	// KeepRequests false keeps only counts and first-2xx times (benchmark).
 	keepAll bool
 	onFirst func(endpointID, webhookID string, at time.Time)
@@ -100,12 +105,14 @@ type ReceiverOptions struct {
 	// SkipVerify skips signature verification (benchmark baselines that
 	// measure the sender, not the receiver, still verify by default).
 	SkipVerify bool
-	// TLS, if set, makes the receiver serve https with it (HTTP/2 and
-	// HTTP/1.1 offered over ALPN); URL then starts with https://.
-	// Defaults to nil: plain http.
+	// TLS, when set, makes the receiver serve https with this config (its
+	// certificate must name 127.0.0.1; internal/tlstest issues such ones
+	// for a test CA, whose file hookd then trusts with --endpoint-ca-file).
+	// HTTP/2 is offered by ALPN; NextProtos ["http/1.1"] keeps it to
+	// HTTP/1.1. Defaults to nil (plain http).
 	TLS *tls.Config
-	// ConnState, if set, is the server's http.Server.ConnState hook (the
-	// benchmark counts connections with it). Defaults to nil.
+	// ConnState, if set, is also called with every connection's state
+	// changes (the benchmark counts connections with it). Defaults to nil.
 	ConnState func(net.Conn, http.ConnState)
 }
 
@@ -126,14 +133,39 @@ func StartReceiver(opts ReceiverOptions) (*Receiver, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /e/{id}", func(w http.ResponseWriter, req *http.Request) { r.serve(w, req, !opts.SkipVerify) })
 	mux.HandleFunc("/trap", func(w http.ResponseWriter, req *http.Request) { r.trapHits.Add(1) })
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: opts.TLS, ConnState: opts.ConnState}
-	go func() {
-		if opts.TLS != nil {
-			_ = r.srv.ServeTLS(ln, "", "") // certificates from opts.TLS
-			return
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				r.conns.Add(1)
+			}
+			if opts.ConnState != nil {
+				opts.ConnState(c, st)
+			}
+		}}
+	if opts.TLS == nil {
+		go func() { _ = r.srv.Serve(ln) }()
+		return r, nil
+	}
+	r.srv.TLSConfig = opts.TLS.Clone()
+	verify := opts.TLS.VerifyConnection
+	r.srv.TLSConfig.VerifyConnection = func(cs tls.ConnectionState) error {
+		if verify != nil {
+			if err := verify(cs); err != nil {
+				return err
+			}
 		}
-		_ = r.srv.Serve(ln)
-	}()
+		if cs.DidResume {
+			r.resumeTLS.Add(1)
+		} else {
+			r.fullTLS.Add(1)
+		}
+		return nil
+	}
+	if len(opts.TLS.NextProtos) > 0 && !slices.Contains(opts.TLS.NextProtos, "h2") {
+		// Without this, ServeTLS would add h2 to NextProtos.
+		r.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	go func() { _ = r.srv.ServeTLS(ln, "", "") }()
 	return r, nil
 }
 
@@ -155,6 +187,16 @@ func (r *Receiver) Close() {
 	defer cancel()
 	_ = r.srv.Shutdown(ctx)
 	_ = r.srv.Close()
+}
+
+// Conns is how many connections the receiver accepted: with
+// deliveries counted, the connections a sender opened per delivery.
+func (r *Receiver) Conns() int64 { return r.conns.Load() }
+
+// TLSHandshakes is how many TLS handshakes completed, in full and resumed
+// (a session ticket); both zero without ReceiverOptions.TLS.
+func (r *Receiver) TLSHandshakes() (full, resumed int64) {
+	return r.fullTLS.Load(), r.resumeTLS.Load()
 }
 
 // TrapHits is how many requests followed a redirect to /trap (must be 0).
@@ -229,6 +271,11 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request, verify bool) 
 	r.mu.Unlock()
 
 	status := r.answer(w, req, ep.spec, n, whID)
+	if status == abortStream {
+		// Reset the stream (RST_STREAM) without an answer, once recorded.
+		status = 0
+		defer panic(http.ErrAbortHandler)
+	}
 	rec := Request{EndpointID: id, WebhookID: whID, At: at, Status: status, SigOK: sigOK, Attempt: n, BodySize: len(body)}
 	r.mu.Lock()
 	if status >= 200 && status < 300 {
@@ -244,6 +291,9 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request, verify bool) 
 	}
 	r.mu.Unlock()
 }
+
+// abortStream is answer's status for a request whose stream serve resets.
+const abortStream = -1
 
 // answer writes the response and returns the status sent (0 for none).
 func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, spec EndpointSpec, n int, whID string) int {
@@ -268,7 +318,7 @@ func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, spec Endpoin
 	case BehaveReset:
 		hj, ok := w.(http.Hijacker)
 		if !ok {
-			return 0
+			return abortStream // HTTP/2: no connection of its own to reset
 		}
 		conn, _, err := hj.Hijack()
 		if err != nil {
@@ -282,7 +332,7 @@ func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, spec Endpoin
 	case BehaveSlowBytes:
 		hj, ok := w.(http.Hijacker)
 		if !ok {
-			return 0
+			return slowHTTP2(w, req)
 		}
 		conn, _, err := hj.Hijack()
 		if err != nil {
@@ -343,6 +393,35 @@ func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, spec Endpoin
 		return http.StatusOK
 	}
 	w.WriteHeader(http.StatusOK)
+	return http.StatusOK
+}
+
+// slowHTTP2 is BehaveSlowBytes over HTTP/2 (no connection to write to
+// byte by byte): the headers after a while, then the body a byte at a time.
+func slowHTTP2(w http.ResponseWriter, req *http.Request) int {
+	pause := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-req.Context().Done():
+			return false
+		}
+	}
+	if !pause(60 * 15 * time.Millisecond) { // as long as HTTP/1.1's status line and headers
+		return 0
+	}
+	w.Header().Set("Content-Length", "2")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for _, b := range []string{"o", "k"} {
+		_, _ = io.WriteString(w, b)
+		_ = rc.Flush()
+		if !pause(15 * time.Millisecond) {
+			break
+		}
+	}
 	return http.StatusOK
 }
 

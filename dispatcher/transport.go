@@ -1,0 +1,103 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// Transport tuning. Every request goes through one net/http Transport:
+// HTTP/1.1, and HTTP/2 where a receiver offers it over TLS (ALPN). Its
+// parser is the one the hostile-receiver suite holds to account: a
+// response that leaves bytes on a connection, an unsolicited response on
+// an idle one, a body not read to its end all close the connection
+// instead of handing it to the next request, whoever's it is.
+const (
+	// idleConnTimeout closes keep-alive connections idle this long.
+	idleConnTimeout = 90 * time.Second
+	// maxResponseHeaderBytes bounds a response's status line and headers
+	// (HTTP/2: its header list).
+	maxResponseHeaderBytes = 64 << 10
+	// tlsSessionCacheSize is how many TLS sessions are kept for
+	// resumption, one per receiver host name: a new connection to a host
+	// seen before resumes instead of a full handshake.
+	tlsSessionCacheSize = 4096
+	// h2SendPingTimeout and h2PingTimeout are the HTTP/2 health check: a
+	// connection silent this long gets a PING, and is closed (its requests
+	// failing at once instead of at their timeouts, later ones going to a
+	// new connection) when the PING is not answered in time.
+	h2SendPingTimeout = 15 * time.Second
+	h2PingTimeout     = 5 * time.Second
+)
+
+// newTransport returns the transport of every webhook request, dialling
+// with dial (the SSRF-guarded dialer, or the egress proxy's). The
+// request's context bounds the whole exchange (Timeout), so there is no
+// separate ResponseHeaderTimeout; nothing sends Expect: 100-continue.
+func newTransport(cfg Config, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	return &http.Transport{
+		Proxy:       nil, // never from the environment; --egress-proxy is dialled by dial
+		DialContext: dial,
+		TLSClientConfig: &tls.Config{
+			RootCAs:            cfg.endpointRoots, // nil: the system roots
+			ClientSessionCache: tls.NewLRUClientSessionCache(tlsSessionCacheSize),
+		},
+		TLSHandshakeTimeout:    cfg.ConnectTimeout,
+		MaxIdleConns:           0, // no overall bound: MaxIdleConnsPerHost is the one that matters
+		MaxIdleConnsPerHost:    cfg.IdleConnsPerHost,
+		IdleConnTimeout:        idleConnTimeout,
+		DisableCompression:     true, // the excerpt is what the receiver sent; no decompression bombs
+		ForceAttemptHTTP2:      true, // with our own TLS config and dialer, HTTP/2 must be asked for
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: h2SendPingTimeout,
+			PingTimeout:     h2PingTimeout,
+			// A connection whose writes stall (a receiver that stopped
+			// reading) is closed rather than holding every stream on it.
+			WriteByteTimeout: cfg.Timeout,
+		},
+	}
+}
+
+// LoadEndpointCAs returns the system roots plus the CA certificates of
+// the PEM bundle at path: what https endpoints are verified against with
+// --endpoint-ca-file. Every PEM block must be a certificate that parses,
+// and there must be at least one.
+func LoadEndpointCAs(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool() // no system roots here: the file's alone
+	}
+	n := 0
+	for rest := data; len(bytes.TrimSpace(rest)) > 0; n++ {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		switch {
+		case block == nil:
+			return nil, fmt.Errorf("%s: not a PEM certificate bundle (after %d certificates)", path, n)
+		case block.Type != "CERTIFICATE":
+			return nil, fmt.Errorf("%s: PEM block %d is a %q, not a CERTIFICATE", path, n+1, block.Type)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: certificate %d: %w", path, n+1, err)
+		}
+		pool.AddCert(cert)
+	}
+	if n == 0 {
+		return nil, errors.New(path + ": no certificate in it")
+	}
+	return pool, nil
+}
