@@ -135,6 +135,11 @@ func (p PrivateNetworks) check(ctx context.Context, rawURL string) error {
 	if p.AllowPrivateNetworks {
 		return nil
 	}
+	// Judge the host as net/http will dial it: "http://127。0。0。1/" is
+	// loopback (endpoint.NormalizeURL, as the API does).
+	if n, err := endpoint.NormalizeURL(rawURL); err == nil {
+		rawURL = n
+	}
 	err := ssrf.CheckURL(ctx, nil, rawURL)
 	switch {
 	case errors.Is(err, ssrf.ErrRefused):

@@ -115,6 +115,9 @@ func TestEndpointsPrivateDestinations(t *testing.T) {
 		"http://[::ffff:0:a9fe:a9fe]/":  "url: ::ffff:0:a9fe:a9fe embeds 169.254.169.254, a cloud instance metadata address",
 		"http://localhost:9000/":        "url: localhost is a loopback name (RFC 6761)",
 		"http://169.254.169.254/latest": "url: 169.254.169.254 is a cloud instance metadata address",
+		// Full-width dots and circled digits are what net/http dials (issue 29).
+		"http://127。0。0。1/": "url: 127.0.0.1 is a loopback address (RFC 1122)",
+		"http://①②⑦.⓪.⓪.①/": "url: 127.0.0.1 is a loopback address (RFC 1122)",
 	} {
 		code, out, errOut := hookctl(t, db, "endpoints", "add", "--event-type", "*", "--account", "acct_1", "--url", url)
 		require.Equal(t, 2, code, url)
