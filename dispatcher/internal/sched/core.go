@@ -372,3 +372,31 @@ func (c *Core) Committed(off Offset) {
 
 // Active is the count of active accounts.
 func (c *Core) Active() int { return c.active }
+
+// PartitionStats describes one partition (gauges).
+type PartitionStats struct {
+	Part Partition
+	Held int   // records read and not finished
+	Lag  int64 // records from the watermark to the last read
+	// Waiting are the records behind a held head not due yet.
+	Waiting int
+	// OldestDue is how long the oldest record due and not started has
+	// been due (in an endpoint queue or behind a held head).
+	OldestDue time.Duration
+}
+
+// Partitions calls f with the stats of every partition.
+func (c *Core) Partitions(now time.Time, f func(PartitionStats)) {
+	for id, p := range c.parts {
+		st := PartitionStats{Part: id, Held: p.held.len(), Waiting: len(p.waiting)}
+		if wm, ok := p.watermark(); ok {
+			st.Lag = p.lastSeen + 1 - wm.Offset
+		}
+		for _, it := range p.held.all() {
+			if !it.started && !it.finished && !it.DueAt.IsZero() && !it.DueAt.After(now) {
+				st.OldestDue = max(st.OldestDue, now.Sub(it.DueAt))
+			}
+		}
+		f(st)
+	}
+}
