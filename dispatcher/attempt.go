@@ -84,7 +84,6 @@ func (d *Dispatcher) timeout(t Target) time.Duration {
 	return d.cfg.Timeout
 }
 
-
 // skipClass returns why a record must not be sent to its endpoint (t, ok
 // from the index), or "" when it may be: the endpoint is deleted or
 // disabled, or the record's account (the hookd-account header) is not the

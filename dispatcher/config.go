@@ -49,8 +49,12 @@ type Config struct {
 	// resumes below half. Defaults to 2000.
 	PartitionMaxHeld int
 	// EndpointBacklog is how many records of one endpoint may wait for an
-	// in-flight slot; past it, further records go to the first retry tier
-	// without spending an attempt (outcome "deferred"). Defaults to 1000.
+	// in-flight slot while the endpoint holds its slots (no answer for a
+	// second at its in-flight limit, or waiting on its rate); past it,
+	// further records go to the first retry tier without spending an
+	// attempt (outcome "deferred"). An endpoint that answers is never
+	// deferred: its records wait, bounded by PartitionMaxHeld.
+	// Defaults to 1000.
 	EndpointBacklog int
 	// ConnectTimeout bounds the TCP connect and the TLS handshake.
 	// Defaults to 3s.
