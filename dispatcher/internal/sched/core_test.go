@@ -258,3 +258,79 @@ func TestRetryTierDueTimes(t *testing.T) {
 		s.stop()
 	})
 }
+
+// TestWatermarkAcrossRevoke: records finish out of order; the watermark
+// is the first unfinished one. A revoke drops the queued records
+// (unfinished: the next owner reads them again), while the running ones
+// still finish and move the watermark up to the first dropped one, never
+// past it.
+func TestWatermarkAcrossRevoke(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Concurrency = 3
+	now := time.Unix(1e9, 0)
+	c := New(cfg, func(id string) (Endpoint, bool) { return Endpoint{ID: id, Account: "a"}, true }, nil)
+	c.Assign(p0)
+	recs := make([]Record, 8)
+	for i := range recs {
+		recs[i] = Record{Part: p0, Offset: int64(10 + i), EndpointID: fmt.Sprintf("ep%d", i), Account: "a"}
+	}
+	var started []*Item
+	for _, cmd := range c.Admit(now, recs) {
+		started = append(started, cmd.Item)
+	}
+	if len(started) != 3 {
+		t.Fatalf("%d started, want Concurrency 3", len(started))
+	}
+	wm := func() int64 {
+		t.Helper()
+		w := c.Watermarks(nil)
+		if len(w) != 1 {
+			t.Fatalf("watermarks %v", w)
+		}
+		return w[0].Offset
+	}
+	c.Revoke(now, p0)
+	if n := c.Busy(p0); n != 3 {
+		t.Fatalf("busy %d, want the 3 running", n)
+	}
+	for _, it := range []*Item{started[2], started[0], started[1]} {
+		if cmds := c.RequestDone(now, it, true); len(cmds) != 0 {
+			t.Fatalf("a revoked partition's queued record started: %v", cmds)
+		}
+		c.Finished(it, true)
+		if it == started[2] && wm() != 10 {
+			t.Fatalf("watermark %d past the unfinished 10", wm())
+		}
+	}
+	if c.Busy(p0) != 0 || wm() != 13 {
+		t.Fatalf("busy %d, watermark %d, want 0 and the first dropped record 13", c.Busy(p0), wm())
+	}
+	c.Committed(Offset{Part: p0, Offset: 13})
+	if w := c.Watermarks(nil); len(w) != 0 {
+		t.Fatalf("committed, yet %v", w)
+	}
+	c.Forget(p0)
+	c.Assign(p0)
+	if cmds := c.Admit(now, recs[3:]); len(cmds) != 3 || cmds[0].Item.Offset != 13 {
+		t.Fatalf("re-read from the watermark: %v", cmds)
+	}
+}
+
+// TestPartitionMaxHeldOfOne: a partition that may hold one record pauses
+// at every record and resumes once it is finished (half of 1 is 0 in
+// integers: it was never resumed).
+func TestPartitionMaxHeldOfOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := defaultConfig()
+		cfg.PartitionMaxHeld = 1
+		s := newSim(t, cfg)
+		s.pollRecords = 1
+		s.endpoint("ep", "a")
+		s.produce(p0, "ep", 5)
+		s.run(time.Minute, s.finishedAll)
+		if s.pauses != 5 || s.pausedNow[p0] {
+			t.Fatalf("%d pauses, paused now %v", s.pauses, s.pausedNow[p0])
+		}
+		s.stop()
+	})
+}
