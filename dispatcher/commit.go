@@ -183,8 +183,16 @@ func (d *Dispatcher) release(ctx context.Context, m map[string][]int32, commit b
 	case <-idle:
 	case <-ctx.Done():
 	case <-wait.C:
+		busy := 0
+		d.do(func() {
+			for _, p := range parts {
+				if d.core.Busy(p) > 0 {
+					busy++
+				}
+			}
+		})
 		d.log.WarnContext(ctx, "revoke timed out waiting for requests in flight; their records will be re-delivered",
-			"revoke_timeout", d.cfg.RevokeTimeout)
+			"revoke_timeout", d.cfg.RevokeTimeout, "partitions_busy", busy)
 	}
 	wait.Stop()
 	if commit {

@@ -176,14 +176,14 @@ func (c *Core) sweepAccounts(now time.Time) {
 	}
 }
 
-// shedPartitions empties the full partitions of the queued records of
-// accounts holding their share, newest first, to just below half of
+// shedPartitions empties the partitions paused full of the queued records
+// of accounts holding their share, newest first, to just below half of
 // PartitionMaxHeld (where fetching resumes): a partition an account
 // filled while it was alone, or while it still answered, flows again.
 func (c *Core) shedPartitions(now time.Time) {
 	shed := false
 	for _, p := range c.parts {
-		if p.revoked || p.held.len() < c.cfg.PartitionMaxHeld {
+		if p.revoked || !p.full {
 			continue
 		}
 		excess := p.held.len() - c.resumeHeld() + 1

@@ -12,7 +12,7 @@ var p0 = Partition{Topic: "deliveries", Partition: 0}
 // stop releases the hanging requests and waits for every request, so the
 // bubble ends with no goroutine left.
 func (s *sim) stop() {
-	close(s.release)
+	s.releaseAll()
 	for len(s.inFlight) > 0 {
 		it := <-s.done
 		delete(s.inFlight, it)
@@ -331,6 +331,51 @@ func TestPartitionMaxHeldOfOne(t *testing.T) {
 		if s.pauses != 5 || s.pausedNow[p0] {
 			t.Fatalf("%d pauses, paused now %v", s.pauses, s.pausedNow[p0])
 		}
+		s.stop()
+	})
+}
+
+// TestStuckAccountKeepsPartitionFlowing: records of an account whose
+// requests hang, interleaved with healthy accounts' records, would fill
+// their partition and pause it, holding up the healthy records behind
+// them; once the account holds its share for HoldAfter they are deferred
+// (fair_share) instead, and every healthy record is delivered.
+func TestStuckAccountKeepsPartitionFlowing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := defaultConfig()
+		cfg.Concurrency, cfg.PartitionMaxHeld = 32, 200
+		s := newSim(t, cfg)
+		s.pollRecords, s.sweepEvery = 20, 100*time.Millisecond
+		s.endpoint("ep_evil", "evil", func(e *Endpoint) { e.MaxInFlight = 100_000 })
+		for a := range 3 {
+			s.endpoint(fmt.Sprintf("ep_%d", a), fmt.Sprintf("h%d", a))
+		}
+		s.latency = func(ep string) time.Duration {
+			if ep == "ep_evil" {
+				return -1
+			}
+			return 200 * time.Millisecond // slow enough to finish while the partition is paused full
+		}
+		healthy := 0
+		for range 100 {
+			for a := range 3 {
+				s.produce(p0, fmt.Sprintf("ep_%d", a), 1)
+			}
+			s.produce(p0, "ep_evil", 5)
+		}
+		s.onStart = func(it *Item) {
+			if it.Account != "evil" {
+				healthy++
+			}
+		}
+		s.run(time.Minute, func() bool { return healthy == 300 })
+		if s.maxAcct["evil"] > 8 {
+			t.Fatalf("evil peaked at %d, over its share 8", s.maxAcct["evil"])
+		}
+		if s.skips[DeferFairShare] == 0 {
+			t.Fatal("nothing deferred")
+		}
+		t.Logf("%s", s)
 		s.stop()
 	})
 }

@@ -56,6 +56,7 @@ func newSim(t *testing.T, cfg Config) *sim {
 		fetchEvery: 10 * time.Millisecond, sweepEvery: time.Second, pollRecords: 1000,
 	}
 	s.c = New(cfg, func(id string) (Endpoint, bool) { e, ok := s.eps[id]; return e, ok }, nil)
+	t.Cleanup(s.releaseAll) // a failed test leaves no request hanging in the bubble
 	return s
 }
 
@@ -202,6 +203,15 @@ func (s *sim) run(limit time.Duration, cond func() bool) {
 		if tm != nil {
 			tm.Stop()
 		}
+	}
+}
+
+// releaseAll ends the hanging requests.
+func (s *sim) releaseAll() {
+	select {
+	case <-s.release:
+	default:
+		close(s.release)
 	}
 }
 
