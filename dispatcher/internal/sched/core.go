@@ -37,9 +37,9 @@
 //     it is ever committed.
 //
 // Files: core.go (inputs and commands), partition.go (held records,
-// watermark, tier hold, pauses), endpoint.go (queues, turns, rate),
-// account.go (fair share, parking, holding and shedding), timers.go (the
-// deadlines behind NextWake).
+// watermark, tier hold, pauses), endpoint.go (routing, queues, turns,
+// deferral), rate.go (the rate limit), account.go (fair share, parking,
+// holding and shedding), timers.go (the deadlines behind NextWake).
 //
 // Internal: only the dispatcher imports it; it imports neither net/http
 // nor kgo.
