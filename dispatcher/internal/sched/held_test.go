@@ -57,7 +57,9 @@ func TestHeldQueueWatermarkIsFirstUnfinished(t *testing.T) {
 		require.Equal(t, want, wm.Offset, "round %d: the first unfinished record", round)
 		held := ps.held.all()
 		for i := 1; i < len(held); i++ {
-			require.Less(t, held[i-1].Offset, held[i].Offset, "offset order")
+			if held[i-1].Offset >= held[i].Offset { // not require: thousands of checks, slow under -race
+				t.Fatalf("round %d: offsets %d, %d out of order", round, held[i-1].Offset, held[i].Offset)
+			}
 		}
 	}
 }
@@ -82,8 +84,9 @@ func TestHeldQueueStuckHead(t *testing.T) {
 				}
 			}
 		}
-		wm, _ := ps.watermark()
-		require.Equal(t, int64(0), wm.Offset, "held at the unfinished head")
+		if wm, _ := ps.watermark(); wm.Offset != 0 { // not require: 100,000 checks, slow under -race
+			t.Fatalf("watermark %d, held at the unfinished head 0", wm.Offset)
+		}
 	}
 	require.Equal(t, 1+50, ps.held.len()) // the head and 100 010, 100 020 ... 100 500
 	require.LessOrEqual(t, cap(ps.held.items), 1024, "finished records behind the head are dropped")
