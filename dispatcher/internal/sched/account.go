@@ -126,7 +126,7 @@ func (c *Core) unpark(now time.Time) bool {
 		}
 		for _, ep := range a.parked {
 			ep.parked = false
-			c.markReady(ep)
+			c.markReady(now, ep)
 		}
 		clear(a.parked)
 		a.parked = a.parked[:0]

@@ -238,7 +238,7 @@ func (c *Core) RequestDone(now time.Time, it *Item, answered bool) []Command {
 	if answered {
 		ep.progress, ep.acct.progress = now, now
 	}
-	c.markReady(ep)
+	c.markReady(now, ep)
 	c.touch(now, ep.acct)
 	c.forgetEndpoint(now, ep)
 	c.pump(now)

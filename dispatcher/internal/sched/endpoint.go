@@ -63,7 +63,7 @@ func (c *Core) route(now time.Time, it *Item) bool {
 	}
 	it.queued = true
 	ep.queue = append(ep.queue, it)
-	c.markReady(ep)
+	c.markReady(now, ep)
 	return true
 }
 
@@ -118,12 +118,14 @@ func (c *Core) maxInFlight(t Endpoint) int {
 	return min(n, c.cfg.MaxEndpointInFlight)
 }
 
-// markReady puts ep in the ready list if it can start a request.
-func (c *Core) markReady(ep *endpoint) {
+// markReady puts ep in the ready list if it can start a request; its
+// account is then active (touch) before any share is computed again.
+func (c *Core) markReady(now time.Time, ep *endpoint) {
 	if !ep.inReady && !ep.parked && ep.wake == nil && len(ep.queue) > 0 && ep.inFlight < ep.max {
 		ep.inReady = true
 		c.ready = append(c.ready, ep)
 		ep.acct.ready++
+		c.touch(now, ep.acct)
 	}
 }
 
@@ -177,7 +179,7 @@ func (c *Core) start(now time.Time, ep *endpoint) {
 	c.slots--
 	ep.lastStart = now
 	c.out = append(c.out, Command{Kind: Start, Item: it})
-	c.markReady(ep)
+	c.markReady(now, ep)
 }
 
 // rateWoke is the end of ep's wait for its rate: its rate is read again
@@ -189,7 +191,7 @@ func (c *Core) rateWoke(now time.Time, ep *endpoint) {
 	if t, ok := c.lookup(ep.id); ok {
 		ep.rate = t.RatePerSec
 	}
-	c.markReady(ep)
+	c.markReady(now, ep)
 	c.forgetEndpoint(now, ep)
 }
 
