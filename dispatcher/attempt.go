@@ -6,18 +6,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/dispatcher/internal/sched"
+	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/retrytiers"
 )
 
-// request is the goroutine of one request the core started: the attempt,
-// then its end handed to the loop (the slots are free), then the
-// record's finish (finish.go), which hands the loop its completion.
+// requester runs the requests the core starts, one at a time, until jobs
+// is closed. Concurrency of them run for the dispatcher's life: a request
+// runs on a stack its predecessors grew through the HTTP client instead
+// of a new goroutine growing its own (BenchmarkDispatcher: stack copying
+// 4.9% of the CPU with a goroutine per request, 1.5% with these). The
+// loop never waits on jobs: at most Concurrency requests are started and
+// not ended, and jobs holds as many.
+func (d *Dispatcher) requester() {
+	for it := range d.jobs {
+		d.request(it)
+	}
+}
+
+// request makes it's attempt, hands the loop its end (its slots are
+// free) and finishes the record (finish.go), which hands the loop its
+// completion. A finish that waits for a produce (a retry record or dead
+// letter, acknowledged before the attempt record) runs on a goroutine of
+// its own, so the requester is free for the next request.
 func (d *Dispatcher) request(it *sched.Item) {
 	r := recordOf(it)
 	res := d.attempt(r)
 	d.events <- event{it: it, ok: res.status > 0}
-	d.finish(it, res)
+	if res.attempted && !res.aborted && res.verdict.Outcome == attempt.OutcomeDelivered {
+		d.finish(it, res) // produces its attempt record without waiting
+		return
+	}
+	go d.finish(it, res)
 }
 
 // attempt makes one HTTP attempt of r, through its endpoint's breaker.

@@ -62,6 +62,7 @@ type Dispatcher struct {
 	// The loop (loop.go) owns the scheduling core and what follows; other
 	// goroutines reach it through events, calls and wake only.
 	core        *sched.Core
+	jobs        chan *sched.Item // requests started, for the requesters
 	events      chan event
 	calls       chan func()
 	wake        chan struct{}
@@ -106,6 +107,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		sender:    newSender(cfg).logging(deps.Logger, cfg.LogDeliveries),
 		kopts:     deps.KafkaOpts,
 		refusals:  refusals{last: map[string]time.Time{}},
+		jobs:      make(chan *sched.Item, cfg.Concurrency),
 		events:    make(chan event, eventBuffer),
 		calls:     make(chan func()),
 		wake:      make(chan struct{}, 1),
@@ -255,7 +257,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.stopPoll = stopPoll
 	stopLoop := make(chan struct{})
 	go d.runLoop(stopLoop)
-	defer func() { close(stopLoop); <-d.loopDone }()
+	for range d.cfg.Concurrency {
+		go d.requester()
+	}
+	defer func() { close(stopLoop); <-d.loopDone; close(d.jobs) }()
 	cl, err := d.newClient(d.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("dispatcher kafka client: %w", err)

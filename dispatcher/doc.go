@@ -39,12 +39,13 @@
 //     it (deleted or disabled endpoint, another account's endpoint,
 //     malformed), defers it, or queues it on its endpoint; it starts
 //     requests while slots are free (command Start);
-//   - sending (attempt.go): a goroutine per request re-checks the
+//   - sending (attempt.go): one of Concurrency requesters re-checks the
 //     endpoint, makes the attempt through the breaker and the sender, and
 //     tells the loop its slots are free;
-//   - finishing (finish.go): the same goroutine produces the retry record
-//     or dead letter, then the attempt record, and tells the loop the
-//     record is done once the broker acknowledged them;
+//   - finishing (finish.go): the requester (or, when it must wait for a
+//     retry record or dead letter, a goroutine of its own) produces them,
+//     then the attempt record, and tells the loop the record is done once
+//     the broker acknowledged them;
 //   - committing (commit.go): every CommitInterval, on revoke and on
 //     shutdown, the core's watermarks are committed.
 //

@@ -14,9 +14,9 @@ import (
 // Inputs: the poll loop's records and the rebalance callbacks (do), a
 // request's end and a record's finish (events, from the goroutines of
 // requests and produces), the core's own deadlines (wake) and the
-// periodic upkeep (do, from background). Commands: start a request (a
-// goroutine: attempt.go, then finish.go), finish a record without one
-// (finish.go), pause or resume fetching a partition (kgo).
+// periodic upkeep (do, from background). Commands: start a request (jobs,
+// for the requesters: attempt.go, then finish.go), finish a record
+// without one (finish.go), pause or resume fetching a partition (kgo).
 
 // event is a request's end or a record's finish.
 type event struct {
@@ -100,7 +100,7 @@ func (d *Dispatcher) apply(cmds []sched.Command) {
 		case sched.Start:
 			d.m.inFlight.Inc()
 			d.wg.Add(1)
-			go d.request(c.Item)
+			d.jobs <- c.Item
 		case sched.Skip:
 			d.wg.Add(1)
 			go d.finish(c.Item, skipResult(c.Reason))
