@@ -24,7 +24,7 @@ func (s *sim) stop() {
 // over 6 partitions, read as fast as fetching allows. Every account is
 // busy at its share and the partitions fill up: fetching pauses
 // (backpressure) and nothing is deferred to a retry tier. Before the fix
-// (HoldAfter 0 behaves as it did), 23,206 records of accounts at their
+// (HoldAfter 0 behaves as it did), 18,205 records of accounts at their
 // share were deferred (fair_share) once their partition was half full.
 func TestBurstToHealthyEndpointsIsNeverDeferred(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
