@@ -50,8 +50,12 @@ type Config struct {
 	// resumes below half. Defaults to 2000.
 	PartitionMaxHeld int
 	// EndpointBacklog is how many records of one endpoint may wait for an
-	// in-flight slot; past it, further records go to the first retry tier
-	// without spending an attempt (outcome "deferred"). Defaults to 1000.
+	// in-flight slot while the endpoint holds its slots (no answer for a
+	// second at its in-flight limit, or waiting on its rate); past it,
+	// further records go to the first retry tier without spending an
+	// attempt (outcome "deferred"). An endpoint that answers is never
+	// deferred: its records wait, bounded by PartitionMaxHeld.
+	// Defaults to 1000.
 	EndpointBacklog int
 	// ConnectTimeout bounds the TCP connect and the TLS handshake.
 	// Defaults to 3s.
@@ -232,6 +236,29 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
+	if err := c.validateBounds(); err != nil {
+		return err
+	}
+	switch {
+	case c.Group == "":
+		return fmt.Errorf("dispatcher group: must not be empty")
+	case c.ConnectTimeout > c.Timeout:
+		return fmt.Errorf("dispatcher connect timeout: %s is longer than the timeout %s", c.ConnectTimeout, c.Timeout)
+	case c.MaxInFlight > c.MaxEndpointInFlight:
+		return fmt.Errorf("dispatcher max in-flight: %d is more than the max endpoint in-flight %d", c.MaxInFlight, c.MaxEndpointInFlight)
+	case c.RetryJitter > 1:
+		return fmt.Errorf("dispatcher retry jitter: must be between 0 and 1, got %g", c.RetryJitter)
+	case c.Breaker.FailureRatio <= 0 || c.Breaker.FailureRatio > 1:
+		return fmt.Errorf("dispatcher breaker failure ratio: must be in (0, 1], got %g", c.Breaker.FailureRatio)
+	case int64(c.ResponseExcerpt) > c.ResponseReadLimit:
+		return fmt.Errorf("dispatcher response excerpt: %d is more than the read limit %d", c.ResponseExcerpt, c.ResponseReadLimit)
+	}
+	return nil
+}
+
+// validateBounds checks that the counts are at least 1 and the durations
+// positive.
+func (c *Config) validateBounds() error {
 	positive := []struct {
 		name string
 		v    int64
@@ -270,20 +297,6 @@ func (c *Config) validate() error {
 		if d.v <= 0 {
 			return fmt.Errorf("dispatcher %s: must be positive, got %s", d.name, d.v)
 		}
-	}
-	switch {
-	case c.Group == "":
-		return fmt.Errorf("dispatcher group: must not be empty")
-	case c.ConnectTimeout > c.Timeout:
-		return fmt.Errorf("dispatcher connect timeout: %s is longer than the timeout %s", c.ConnectTimeout, c.Timeout)
-	case c.MaxInFlight > c.MaxEndpointInFlight:
-		return fmt.Errorf("dispatcher max in-flight: %d is more than the max endpoint in-flight %d", c.MaxInFlight, c.MaxEndpointInFlight)
-	case c.RetryJitter > 1:
-		return fmt.Errorf("dispatcher retry jitter: must be between 0 and 1, got %g", c.RetryJitter)
-	case c.Breaker.FailureRatio <= 0 || c.Breaker.FailureRatio > 1:
-		return fmt.Errorf("dispatcher breaker failure ratio: must be in (0, 1], got %g", c.Breaker.FailureRatio)
-	case int64(c.ResponseExcerpt) > c.ResponseReadLimit:
-		return fmt.Errorf("dispatcher response excerpt: %d is more than the read limit %d", c.ResponseExcerpt, c.ResponseReadLimit)
 	}
 	return nil
 }

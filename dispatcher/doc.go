@@ -25,54 +25,55 @@
 // (kill -9) after the group's session timeout, SessionTimeout (10s by
 // default, not Kafka's 45s, so its endpoints wait that much less).
 //
-// # Scheduling inside a partition
+// # A record's path, and who owns what
 //
-// Records of a partition are queued per endpoint as they are read; up to
-// MaxInFlight requests run per endpoint and Concurrency in all, endpoints
-// taking turns (round-robin) for free slots. A slow endpoint therefore
-// occupies at most its own MaxInFlight slots while the others proceed.
-// An endpoint with a rate (Target.RatePerSec) starts a request at most
-// every 1/rate seconds: over its rate it leaves the round-robin with one
-// timer set for its next start time (re-reading its rate at least every
-// second, so an endpoint update applies without a new record) while its
-// records wait in its queue and the other endpoints proceed; the rate is
-// per dispatcher process, which, with the co-partitioning below, is per
-// endpoint. When an endpoint's queue reaches EndpointBacklog, further
-// records go to the first retry tier without spending an attempt (outcome
-// "deferred"); a rate-limited endpoint fed faster than its rate gets there
-// too, as a slow one does. A delivery deferred again in a row (whatever
-// the reason; the record counts its deferrals since its last attempt)
-// goes to the second tier instead, so a delivery kept out for minutes is
-// looked at every second-tier delay, not every first-tier one.
-// When a partition holds PartitionMaxHeld unfinished records, fetching it
-// pauses until it is under half.
+// One goroutine, the loop (loop.go), owns all scheduling state: a core
+// (internal/sched) that does no I/O, takes inputs and returns commands.
+// No lock guards it; everything else talks to the loop through channels.
+// A record goes, in order:
 //
-// # Operator limits and the fair share between accounts
+//   - admission (admit.go): the poll loop decodes a fetch and hands it
+//     to the loop, which admits it into the core;
+//   - routing (internal/sched): the core holds it in its partition (for
+//     the watermark), holds it behind a retry record not yet due, skips
+//     it (deleted or disabled endpoint, another account's endpoint,
+//     malformed), defers it, or queues it on its endpoint; it starts
+//     requests while slots are free (command Start);
+//   - sending (attempt.go): one of Concurrency requesters re-checks the
+//     endpoint, makes the attempt through the breaker and the sender, and
+//     tells the loop its slots are free;
+//   - finishing (finish.go): the requester (or, when it must wait for a
+//     retry record or dead letter, a goroutine of its own) produces them,
+//     then the attempt record, and tells the loop the record is done once
+//     the broker acknowledged them;
+//   - committing (commit.go): every CommitInterval, on revoke and on
+//     shutdown, the core's watermarks are committed.
 //
-// What an account sets on its endpoints is bounded at run time, whatever
-// is stored: an endpoint's max_in_flight by MaxEndpointInFlight, its
-// timeout by Timeout (an endpoint may shorten the operator's timeout,
-// never lengthen it). Concurrency is shared between accounts (the
-// hookd-account of each record): while N accounts are active, an account
-// starts a request only while it holds fewer than
-// max(ceil(Concurrency/N), 4) requests; an account alone may use all of
-// them. An account is active while it has requests in flight or records
-// ready to start, and for AccountLinger after, so a tenant sending a
-// trickle keeps its share between records. An endpoint whose account is at
-// its share is parked with its account (not in the round-robin) until the
-// account is under its share again; that check runs only when slots are
-// free and nothing else is ready, so the per-record path stays O(1). A
-// share is enforced when a request starts: an account that took every
-// slot while alone gives them back as its requests end (within Timeout).
-// Memory is shared the same way: once a partition holds half of
-// PartitionMaxHeld, a record whose account holds its share (and other
-// accounts are active) goes to the first retry tier without spending an
-// attempt (error class fair_share) instead of waiting in its endpoint's
-// queue, so one account's queued records cannot fill the partition and
-// pause it, holding up the other accounts' records behind them; a
-// partition an account filled while alone is emptied of its queued
-// records down to half (newest first) by the periodic sweep once others
-// are active.
+// Other files: dispatcher.go (Run, the Kafka client's options),
+// produce.go (produces retried through outages), breaker.go, refusals.go
+// (SSRF warnings), slowwatch.go, metrics.go, config.go, endpoints.go, and
+// the HTTP side: send.go and the client it uses, outcome.go (the one
+// classification), egress.go.
+//
+// The core's rules (internal/sched's doc has them whole): up to
+// MaxInFlight requests per endpoint (an endpoint's own max_in_flight,
+// capped by MaxEndpointInFlight whatever is stored; its timeout is capped
+// by Timeout the same way) and Concurrency in all, endpoints taking
+// turns; an endpoint's rate (Target.RatePerSec) spaces its starts;
+// while N accounts are active an account starts a request only while it
+// holds fewer than max(ceil(Concurrency/N), 4) (an account alone may use
+// them all; an account stays active for AccountLinger after its last
+// request). A record goes to a retry tier without spending an attempt
+// (outcome "deferred"; a second deferral in a row waits on the second
+// tier) only when its endpoint or account holds its slots: an endpoint
+// with EndpointBacklog records queued that is waiting on its rate or has
+// had no answer for a second at its in-flight limit (backlog_full), or an
+// account at its share with no answer for a second, other accounts
+// active and its partition half full (fair_share; a partition such an
+// account filled is shed, newest first, down to half). Healthy endpoints
+// are never deferred, however busy: their records wait, and a partition
+// holding PartitionMaxHeld records pauses fetching until it is under half
+// (backpressure).
 //
 // # The account check
 //
@@ -105,8 +106,8 @@
 // # Retry tiers
 //
 // A retry record carries its due time. A partition whose head record is
-// not due is paused and held (retrytiers.Gate) with one timer; when it
-// fires, due records are released to their endpoints through the same
+// not due is paused and held, with the core's one timer at its due time;
+// then due records are released to their endpoints through the same
 // queues, breakers and limits as first attempts. Records behind a held
 // head wait behind it: a tier partition is in due order give or take the
 // jitter. Only records already read are visible: the gauge of the oldest

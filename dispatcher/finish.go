@@ -8,13 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/dispatcher/internal/sched"
 	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
-	"github.com/hookd/hookd/retrytiers"
 )
 
 // result is what happened to one record: an attempt, or a decision taken
@@ -33,71 +32,7 @@ type result struct {
 
 	skip      string // ClassDisabled, ClassDeleted or ClassAccountMismatch: no request
 	deferred  string // ClassBacklogFull or ClassFairShare: no request
-	malformed error  // not a delivery record
-}
-
-// attempt makes one HTTP attempt of it, through its endpoint's breaker.
-func (d *Dispatcher) attempt(it *item) result {
-	dl := it.d
-	res := result{startedAt: d.clock.Now()}
-	// Read again: the endpoint may have changed while the record waited.
-	t, ok := d.endpoints.Endpoint(dl.EndpointID)
-	if res.skip = skipClass(t, ok, dl); res.skip != "" {
-		return res
-	}
-	res.attempted = true
-	start := time.Now()
-	ticket, err := d.breakers.allow(t.ID)
-	if err != nil {
-		res.err = err
-		res.verdict = Classify(0, err, 0, dl.ClientErrors)
-		return res
-	}
-	res.destination = t.URL // a request is made: the evidence names where it went
-	first := dl.Attempt == 1 && it.rec.Topic == d.names.Deliveries
-	if first {
-		observeSince(d.m.stageWait, it.rec.Timestamp, start)
-	}
-	resp := d.sender.send(d.workCtx, t, dl, d.timeout(t))
-	res.duration = time.Since(start)
-	if first {
-		d.m.stageHTTP.Observe(res.duration.Seconds())
-	}
-	res.status, res.excerpt, res.err = resp.status, resp.excerpt, resp.err
-	var ra time.Duration
-	if resp.retryAfter != "" {
-		ra, _ = retrytiers.ParseRetryAfter(resp.retryAfter, time.Now())
-	}
-	res.verdict = Classify(resp.status, resp.err, ra, dl.ClientErrors)
-	d.breakers.done(ticket, res.verdict.Breaker)
-	if res.verdict.ErrorClass == ClassSSRF {
-		d.refusals.warn(d.log, t, resp.err)
-	}
-	d.m.latencyBy.get(res.verdict.Outcome).Observe(res.duration.Seconds())
-	if res.err != nil && d.workCtx.Err() != nil {
-		// Aborted by shutdown, not the endpoint's doing: leave the record
-		// unfinished so it is attempted again after the restart.
-		res.aborted = true
-	}
-	return res
-}
-
-// observeSince observes from to now into o, clamping clock skew between
-// the machines (the record's timestamp is its producer's clock) to 0.
-func observeSince(o prometheus.Observer, from, now time.Time) {
-	if from.IsZero() {
-		return
-	}
-	o.Observe(max(now.Sub(from), 0).Seconds())
-}
-
-// timeout is t's own timeout when shorter than the operator's Timeout,
-// which is the ceiling.
-func (d *Dispatcher) timeout(t Target) time.Duration {
-	if t.Timeout > 0 {
-		return min(t.Timeout, d.cfg.Timeout)
-	}
-	return d.cfg.Timeout
+	malformed bool   // not a delivery record
 }
 
 // plan is what happens to a record after its result.
@@ -170,54 +105,89 @@ func skipReason(class string) string {
 }
 
 // finish produces what res calls for (a retry record, a dead letter) and
-// the attempt record, each acknowledged by the broker, and only then marks
-// the source record done. A failed produce is retried until Kafka answers
-// (d.produce); if shutdown cuts it the record stays unfinished. The
-// attempt record, produced last, completes the record from its promise:
-// the caller does not wait for its acknowledgement. finish ends the
-// request's count in d.wg (startLocked, startFinishLocked) when the record
-// is complete.
-func (d *Dispatcher) finish(it *item, res result) {
+// the attempt record, each acknowledged by the broker, and only then hands
+// the loop the record's completion. A failed produce is retried until
+// Kafka answers (d.produce); if shutdown cuts it the record stays
+// unfinished. The attempt record, produced last, completes the record from
+// its promise: the caller does not wait for its acknowledgement. The
+// completion ends the record's count in d.wg (loop.go, apply).
+func (d *Dispatcher) finish(it *sched.Item, res result) {
 	if !d.finishRecord(it, res) {
 		d.complete(it, false)
 	}
 }
 
-// complete marks it done (or abandoned) once its records are acknowledged.
-func (d *Dispatcher) complete(it *item, ok bool) {
-	d.mu.Lock()
-	d.doneLocked(it, ok)
-	d.mu.Unlock()
+// complete hands the loop it's completion: done (its offset may be
+// committed) or abandoned (it is read again after a restart).
+func (d *Dispatcher) complete(it *sched.Item, ok bool) {
+	d.events <- event{it: it, finished: true, ok: ok}
 	d.wg.Done()
 }
 
 // finishRecord produces what res calls for and then the attempt record,
 // which completes it. It returns false, without completing it, when it
 // stays unfinished.
-func (d *Dispatcher) finishRecord(it *item, res result) bool {
-	ctx := d.workCtx
-	src := it.rec
-	if res.malformed != nil {
-		dead := deadletter.Record(d.names.DLQ, src, deadletter.Provenance{
-			OriginTopic: src.Topic, OriginPartition: src.Partition, OriginOffset: src.Offset,
-			ErrorClass: "malformed", Reason: deadletter.ReasonMalformed, DeadAt: d.clock.Now(),
-		})
-		if _, err := d.produce(ctx, dead); err != nil {
-			return d.produceFailed("dead letter", src, err)
-		}
-		d.m.deadLetters.WithLabelValues(deadletter.ReasonMalformed).Inc()
-		d.complete(it, true)
-		return true
+func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
+	r := recordOf(it)
+	if res.malformed {
+		return d.deadLetterMalformed(it, r.rec)
 	}
 	if res.aborted {
 		return false
 	}
-	dl := it.d
 	now := d.clock.Now()
 	if res.startedAt.IsZero() {
 		res.startedAt = now
 	}
-	p := d.decide(dl, res, now)
+	p := d.decide(r.d, res, now)
+	rec := attemptRecord(r, res, p)
+	switch p.action {
+	case attempt.NextRetry:
+		next := p.next.Record(d.names.Retry[p.tier])
+		next.Partition = r.rec.Partition
+		if _, err := d.produce(d.workCtx, next); err != nil {
+			return d.produceFailed("retry record", r.rec, err)
+		}
+		rec.NextDueAt = p.due
+	case attempt.NextDeadLetter:
+		pos, err := d.produce(d.workCtx, deadletter.Record(d.names.DLQ, r.rec, provenance(r, res, p, now)))
+		if err != nil {
+			return d.produceFailed("dead letter", r.rec, err)
+		}
+		rec.DLQ = &attempt.Position{Topic: pos.Topic, Partition: pos.Partition, Offset: pos.Offset}
+		rec.DeadReason = p.reason
+		d.m.deadLetters.WithLabelValues(p.reason).Inc()
+	}
+	key := attemptKey{p.outcome, r.d.Attempt}
+	kr, err := rec.KafkaRecord(d.names.Attempts)
+	if err != nil {
+		d.log.Error("invalid attempt record, not produced", "delivery_id", r.d.ID, "error", err)
+		d.m.attemptsBy.get(key).Inc()
+		d.complete(it, true)
+		return true
+	}
+	d.produceAttempt(d.workCtx, it, kr, key)
+	return true
+}
+
+// deadLetterMalformed dead-letters src, which is not a delivery record,
+// and completes it.
+func (d *Dispatcher) deadLetterMalformed(it *sched.Item, src *kgo.Record) bool {
+	dead := deadletter.Record(d.names.DLQ, src, deadletter.Provenance{
+		OriginTopic: src.Topic, OriginPartition: src.Partition, OriginOffset: src.Offset,
+		ErrorClass: "malformed", Reason: deadletter.ReasonMalformed, DeadAt: d.clock.Now(),
+	})
+	if _, err := d.produce(d.workCtx, dead); err != nil {
+		return d.produceFailed("dead letter", src, err)
+	}
+	d.m.deadLetters.WithLabelValues(deadletter.ReasonMalformed).Inc()
+	d.complete(it, true)
+	return true
+}
+
+// attemptRecord is the attempt log's record of r's result under plan p.
+func attemptRecord(r *record, res result, p plan) attempt.Record {
+	dl := r.d
 	rec := attempt.Record{
 		AttemptID:       newAttemptID(),
 		DeliveryID:      dl.ID,
@@ -227,7 +197,7 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 		Account:         dl.Account,
 		EventCreated:    dl.EventCreated,
 		Attempt:         dl.Attempt,
-		Tier:            src.Topic,
+		Tier:            r.rec.Topic,
 		StartedAt:       res.startedAt,
 		Duration:        res.duration,
 		StatusCode:      res.status,
@@ -243,50 +213,29 @@ func (d *Dispatcher) finishRecord(it *item, res result) bool {
 	if res.destination != "" {
 		rec.Destination, rec.BodySHA256 = res.destination, bodyDigest(dl.Body)
 	}
-	switch p.action {
-	case attempt.NextRetry:
-		next := p.next.Record(d.names.Retry[p.tier])
-		next.Partition = src.Partition
-		if _, err := d.produce(ctx, next); err != nil {
-			return d.produceFailed("retry record", src, err)
-		}
-		rec.NextDueAt = p.due
-	case attempt.NextDeadLetter:
-		prov := deadletter.Provenance{
-			OriginTopic: src.Topic, OriginPartition: src.Partition, OriginOffset: src.Offset,
-			Attempts: dl.Attempt - 1, FirstAttempt: dl.FirstAttempt, LastStatus: dl.LastStatus,
-			ErrorClass: p.errorClass, Reason: p.reason, DeadAt: now,
-		}
-		if res.attempted {
-			prov.Attempts, prov.FirstAttempt, prov.LastAttempt = dl.Attempt, p.next.FirstAttempt, res.startedAt
-			prov.LastStatus = res.status
-		}
-		dead := deadletter.Record(d.names.DLQ, src, prov)
-		r, err := d.produce(ctx, dead)
-		if err != nil {
-			return d.produceFailed("dead letter", src, err)
-		}
-		rec.DLQ = &attempt.Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-		rec.DeadReason = p.reason
-		d.m.deadLetters.WithLabelValues(p.reason).Inc()
+	return rec
+}
+
+// provenance is the dead letter's account of r's delivery.
+func provenance(r *record, res result, p plan, now time.Time) deadletter.Provenance {
+	src, dl := r.rec, r.d
+	prov := deadletter.Provenance{
+		OriginTopic: src.Topic, OriginPartition: src.Partition, OriginOffset: src.Offset,
+		Attempts: dl.Attempt - 1, FirstAttempt: dl.FirstAttempt, LastStatus: dl.LastStatus,
+		ErrorClass: p.errorClass, Reason: p.reason, DeadAt: now,
 	}
-	key := attemptKey{p.outcome, dl.Attempt}
-	kr, err := rec.KafkaRecord(d.names.Attempts)
-	if err != nil {
-		d.log.Error("invalid attempt record, not produced", "delivery_id", dl.ID, "error", err)
-		d.m.attemptsBy.get(key).Inc()
-		d.complete(it, true)
-		return true
+	if res.attempted {
+		prov.Attempts, prov.FirstAttempt, prov.LastAttempt = dl.Attempt, p.next.FirstAttempt, res.startedAt
+		prov.LastStatus = res.status
 	}
-	d.produceAttempt(ctx, it, kr, key)
-	return true
+	return prov
 }
 
 // produceAttempt produces it's attempt record and completes it once the
 // broker acknowledged it, from kgo's promise: no goroutine waits for the
 // acknowledgement. A failed produce is retried as d.produce retries, on a
 // goroutine of its own.
-func (d *Dispatcher) produceAttempt(ctx context.Context, it *item, kr *kgo.Record, key attemptKey) {
+func (d *Dispatcher) produceAttempt(ctx context.Context, it *sched.Item, kr *kgo.Record, key attemptKey) {
 	w := attemptPool.Get().(*attemptWaiter)
 	w.d, w.ctx, w.it, w.key, w.tick = d, ctx, it, key, d.slowProduces.start()
 	d.cl.Produce(ctx, kr, w.promise) // kgo calls the promise exactly once
@@ -297,7 +246,7 @@ func (d *Dispatcher) produceAttempt(ctx context.Context, it *item, kr *kgo.Recor
 type attemptWaiter struct {
 	d       *Dispatcher
 	ctx     context.Context
-	it      *item
+	it      *sched.Item
 	key     attemptKey
 	tick    int64
 	promise func(*kgo.Record, error)
@@ -328,7 +277,7 @@ func (w *attemptWaiter) produced(r *kgo.Record, err error) {
 	}
 	go func() {
 		if _, err := d.retryProduce(ctx, r, err); err != nil {
-			d.complete(it, d.produceFailed("attempt record", it.rec, err))
+			d.complete(it, d.produceFailed("attempt record", recordOf(it).rec, err))
 			return
 		}
 		d.m.attemptsBy.get(key).Inc()

@@ -116,7 +116,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		fairShareWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fair_share_waits_total",
 			Help: "Times an endpoint ready to start a request had to wait because its account held its fair share of the process's concurrency while other accounts were active."}),
 		fairShareDeferred: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fair_share_deferred_total",
-			Help: "Records sent to the first retry tier without an attempt (error class fair_share) because their account, holding its share of the process's concurrency while other accounts were active, would otherwise fill their partition and pause it."}),
+			Help: "Records sent to the first retry tier without an attempt (error class fair_share) because their account, holding its share of the process's concurrency with no answer for a second while other accounts were active, would otherwise fill their partition and pause it."}),
 		activeAccounts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "active_accounts",
 			Help: "Accounts sharing this process's concurrency: with requests in flight or ready, or within the linger time of their last one. Each may hold max(ceil(concurrency/active), 4) requests; one alone may hold all."}),
 		tierLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "tier_release_lateness_seconds",
@@ -141,15 +141,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
+	return m, m.register(reg)
+}
+
+// register registers m's collectors with reg.
+func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.latency, m.inFlight, m.breakers, m.breakerTransitions,
 		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.fairShareWaits, m.fairShareDeferred, m.activeAccounts, m.produceErrors, m.malformed, m.commits} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
-				return nil, fmt.Errorf("registering dispatcher metrics: %w (one dispatcher per registry)", err)
+				return fmt.Errorf("registering dispatcher metrics: %w (one dispatcher per registry)", err)
 			}
-			return nil, fmt.Errorf("registering dispatcher metrics: %w", err)
+			return fmt.Errorf("registering dispatcher metrics: %w", err)
 		}
 	}
-	return m, nil
+	return nil
 }

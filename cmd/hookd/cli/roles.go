@@ -87,7 +87,7 @@ func (f EndpointLimitFlags) validate() error {
 type DispatchFlags struct {
 	MaxInFlight         int           `name:"max-in-flight" default:"4" env:"HOOKD_MAX_IN_FLIGHT" help:"Requests in flight per endpoint that sets none (an endpoint may set its own, up to --max-endpoint-in-flight)."`
 	Concurrency         int           `name:"concurrency" default:"256" env:"HOOKD_CONCURRENCY" help:"Requests in flight per dispatcher process, all endpoints together; while N accounts are active each may hold max(ceil(concurrency/N), 4), one alone all."`
-	EndpointBacklog     int           `name:"endpoint-backlog" default:"1000" env:"HOOKD_ENDPOINT_BACKLOG" help:"Records of one endpoint held waiting for a slot; beyond it they go to the first retry tier without spending an attempt."`
+	EndpointBacklog     int           `name:"endpoint-backlog" default:"1000" env:"HOOKD_ENDPOINT_BACKLOG" help:"Records of one endpoint held waiting for a slot; beyond it, while the endpoint holds its slots without answering (or waits on its rate), they go to the first retry tier without spending an attempt."`
 	ConnectTimeout      time.Duration `name:"connect-timeout" default:"3s" env:"HOOKD_CONNECT_TIMEOUT" help:"TCP connect and TLS handshake timeout of a webhook request."`
 	BreakerOpenFor      time.Duration `name:"breaker-open-for" default:"30s" env:"HOOKD_BREAKER_OPEN_FOR" help:"How long a tripped endpoint circuit breaker stays open before it lets a probe through; with a short --retry-schedule, keep it shorter than the schedule."`
 	BreakerMinRequests  uint32        `name:"breaker-min-requests" default:"20" env:"HOOKD_BREAKER_MIN_REQUESTS" help:"Answers in the breaker's 60s window before it may trip on --breaker-failure-ratio; that many failures in a row trip it however far apart."`

@@ -1,11 +1,11 @@
-package dispatcher
+package sched
 
 import "time"
 
-// rateRecheck bounds how long an endpoint waiting for its next start time
-// sleeps before it reads its rate again, so a rate changed by an endpoint
+// RateRecheck bounds how long an endpoint waiting for its next start time
+// waits before it reads its rate again, so a rate changed by an endpoint
 // update takes effect within this long even if no new record arrives.
-const rateRecheck = time.Second
+const RateRecheck = time.Second
 
 // maxRateInterval caps the spacing of a tiny rate (and keeps the
 // arithmetic far from overflowing a Duration).
