@@ -178,6 +178,7 @@ func TestBodiesAreBoundedBeforeHandlers(t *testing.T) {
 	c := l.dialFrom(t, "127.0.0.1")
 	_, err := io.WriteString(c, "POST /echo HTTP/1.1\r\nHost: hookd\r\nContent-Length: 10485760\r\n\r\n")
 	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode)
