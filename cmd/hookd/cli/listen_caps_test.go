@@ -53,7 +53,9 @@ func TestListenAtItsCapsDeliveriesCarryOn(t *testing.T) {
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- daemon.Run(runCtx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), cli.Run.roles()) }()
+	go func() {
+		done <- daemon.Run(runCtx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), cli.Run.roles())
+	}()
 	t.Cleanup(func() {
 		stop()
 		require.NoError(t, <-done)
