@@ -121,6 +121,9 @@ func TestConnectionCapsRefuseThenRecover(t *testing.T) {
 	closedByServer(t, l.dialFrom(t, "127.0.0.2"), 10*time.Second)
 	require.Equal(t, 1.0, l.refused(refusedMaxConnsPerClient))
 	require.Equal(t, http.StatusOK, l.get("/readyz"), "another client is served")
+	// The /readyz connection gives its place back before the next ones
+	// are counted.
+	wait.For(t, 10*time.Second, "4 open connections", func() bool { return l.open() == 4 })
 
 	for range 4 {
 		held = append(held, l.dialFrom(t, "127.0.0.3"))
