@@ -1,6 +1,11 @@
 // Package api is hookd's one HTTP package, served on --listen. Server
 // (Listen, Run) answers liveness (/healthz), readiness (/readyz: Kafka and
 // Postgres answer) and Prometheus metrics (/metrics, hookd's own registry),
+// and defends the listener, which the portal makes customer-facing: read,
+// write and idle timeouts, caps on the connections open at once in total
+// and per client address (a net.Listener wrapper that closes the ones
+// beyond on accept), and a bound on every request body before routing and
+// authentication (listener.go),
 // and mounts V1, the JSON API under /v1/: endpoints CRUD, the delivery log
 // and attempt timelines, dead letters, replay and resend, one file per
 // resource, and the OpenAPI document that describes them (openapi.yaml,

@@ -62,6 +62,7 @@ type Broker struct {
 	cluster *kfake.Cluster
 	lock    *os.File
 	addr    string
+	acc     *acceptor
 }
 
 // ErrDataDirInUse is returned when another process holds the data directory.
@@ -94,10 +95,11 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Broker, error
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	p, _ := strconv.Atoi(port)
+	acc := newAcceptor(ln, logger)
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(p),
-		kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }),
+		kfake.ListenFn(func(string, string) (net.Listener, error) { return acc, nil }),
 		kfake.DataDir(filepath.Join(cfg.DataDir, "kafka")),
 		kfake.WithLogger(kfakeLogger{logger}),
 	}
@@ -106,17 +108,23 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Broker, error
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
-		ln.Close()
+		acc.Close()
 		releaseLock(lock)
 		return nil, fmt.Errorf("starting embedded kafka: %w", err)
 	}
-	b := &Broker{cluster: c, lock: lock, addr: ln.Addr().String()}
+	b := &Broker{cluster: c, lock: lock, addr: ln.Addr().String(), acc: acc}
 	logger.InfoContext(ctx, "embedded kafka started", "listen", b.addr, "data_dir", cfg.DataDir)
 	return b, nil
 }
 
 // Addrs are the addresses clients dial.
 func (b *Broker) Addrs() []string { return []string{b.addr} }
+
+// Err says why the broker is not accepting new connections (its listener
+// is retrying after an accept error such as "too many open files"), or nil.
+// Connections already open keep working meanwhile, so a client that has
+// one sees nothing wrong: readiness must ask here.
+func (b *Broker) Err() error { return b.acc.Err() }
 
 // Close stops the broker, flushing its data to disk, and releases the lock.
 func (b *Broker) Close() {

@@ -116,6 +116,7 @@ type DaemonFlags struct {
 	AttemptRetention time.Duration `name:"attempt-retention" default:"720h" env:"HOOKD_ATTEMPT_RETENTION" help:"Drop attempt-log partitions older than this."`
 	AdminToken       string        `name:"admin-token" env:"HOOKD_ADMIN_TOKEN" help:"Bearer token with access to every account on the /v1 API and support sign-in to the portal (empty: admin access off). Prefer the environment variable."`
 	Pprof            bool          `name:"pprof" env:"HOOKD_PPROF" help:"Serve Go's profiler (net/http/pprof) at /debug/pprof/ on --listen; with --admin-token set it requires that token (Authorization: Bearer). Off by default."`
+	ListenFlags
 	PortalFlags
 	cmdline.SecretsKeyFlags
 }
@@ -145,11 +146,14 @@ func (f DaemonFlags) daemonConfig() (daemon.Config, error) {
 	if err := brand.Validate(); err != nil {
 		return daemon.Config{}, usage(fmt.Errorf("--portal-*: %w", err))
 	}
+	if err := f.ListenFlags.validate(); err != nil {
+		return daemon.Config{}, usage(err)
+	}
 	return daemon.Config{
 		Kafka:            kc,
 		Postgres:         pg,
 		Topics:           tc,
-		HTTP:             api.Config{Listen: f.Listen, Pprof: f.Pprof, AdminToken: f.AdminToken},
+		HTTP:             f.ListenFlags.apply(api.Config{Listen: f.Listen, Pprof: f.Pprof, AdminToken: f.AdminToken}),
 		Migrate:          !f.NoMigrate,
 		AttemptRetention: f.AttemptRetention,
 		AdminToken:       f.AdminToken,

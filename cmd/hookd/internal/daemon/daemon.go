@@ -150,6 +150,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, roles []RoleFacto
 		return startup(err)
 	}
 	p := &process{cfg: cfg, logger: logger}
+	p.raiseFileLimit(ctx)
 	defer p.close()
 	if err := p.start(ctx); err != nil {
 		return startup(err)
@@ -176,6 +177,7 @@ type process struct {
 	jsonAPI *api.V1
 	portal  *portal.Handler
 	kafka   *kafkaconn.Monitor
+	broker  *embedded.Broker
 	roles   rolesState
 	closers []func()
 }
@@ -283,13 +285,25 @@ func (p *process) startHTTP(context.Context) error {
 		p.jsonAPI.Routes(mux)
 		p.portal.Routes(mux)
 	}
-	srv, err := api.Listen(p.cfg.HTTP, api.Deps{Logger: p.logger, Gatherer: p.env.Registry, Checks: p.checks(), Routes: routes})
+	srv, err := api.Listen(p.httpConfig(apiCfg), api.Deps{Logger: p.logger, Gatherer: p.env.Registry, Registerer: p.env.Registry,
+		Checks: p.checks(), Routes: routes})
 	if err != nil {
 		return err
 	}
 	p.srv = srv
 	p.onClose(func() { srv.Close() })
 	return nil
+}
+
+// httpConfig is the listener's configuration; its body limit, unless set,
+// lets through the largest body a handler accepts.
+func (p *process) httpConfig(apiCfg api.V1Config) api.Config {
+	cfg := p.cfg.HTTP
+	if cfg.MaxBodyBytes == 0 {
+		apiCfg.SetDefaults()
+		cfg.MaxBodyBytes = max(apiCfg.MaxBodyBytes, api.DefaultMaxBodyBytes)
+	}
+	return cfg
 }
 
 // checks are the readiness checks: each dependency as it is now, and the
@@ -307,6 +321,13 @@ func (p *process) checks() map[string]api.Check {
 		"kafka": func(ctx context.Context) error {
 			if p.kafka == nil {
 				return errors.New("not connected")
+			}
+			// The monitor's client keeps its connections to the embedded
+			// broker open: it cannot see a broker that refuses new ones.
+			if p.broker != nil {
+				if err := p.broker.Err(); err != nil {
+					return err
+				}
 			}
 			return p.kafka.Err()
 		},
@@ -326,6 +347,7 @@ func (p *process) startBroker(ctx context.Context) error {
 		p.logger.Info("embedded kafka stopped")
 	})
 	p.cfg.Kafka.Brokers = b.Addrs()
+	p.broker = b
 	return nil
 }
 
