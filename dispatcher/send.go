@@ -181,8 +181,8 @@ var contentTypeJSON = []string{"application/json"}
 
 // prepared is what a request to an endpoint needs that depends on the
 // endpoint alone, worked out once: its URL parsed and checked, its
-// secrets decoded into a Signer, its custom headers in wire form. err is set (and cached as well) when the
-// URL or a secret cannot be used.
+// secrets decoded into a Signer, its custom headers in wire form. err is
+// set (and cached as well) when the URL or a secret cannot be used.
 type prepared struct {
 	rawURL  string
 	secrets []string
@@ -233,8 +233,8 @@ const preparedRotate = 10 * time.Minute
 // recently, in two generations: a lookup moves an entry to the current
 // one, and every preparedRotate the previous generation is dropped, so
 // memory follows the endpoints in use, not every endpoint ever seen. An
-// endpoint whose URL, secrets or headers changed is prepared again at its next
-// request.
+// endpoint whose URL, secrets or headers changed is prepared again at its
+// next request.
 type preparedCache struct {
 	mu       sync.Mutex
 	cur, old map[string]*prepared

@@ -51,17 +51,18 @@ type Endpoint struct {
 	Status     Status   `json:"status"`
 	// MaxInFlight, Timeout and RatePerSec are per-endpoint limits; zero
 	// means the dispatcher's default.
-	MaxInFlight int           `json:"max_in_flight,omitempty"`
-	Timeout     time.Duration `json:"timeout_ns,omitempty"`
-	RatePerSec  float64       `json:"rate_per_sec,omitempty"`
+	MaxInFlight    int           `json:"max_in_flight,omitempty"`
+	Timeout        time.Duration `json:"timeout_ns,omitempty"`
+	RatePerSec     float64       `json:"rate_per_sec,omitempty"`
+	FailingSince   time.Time     `json:"failing_since,omitzero"`
+	DisabledReason string        `json:"disabled_reason,omitempty"`
+	DisabledAt     time.Time     `json:"disabled_at,omitzero"`
+	CreatedAt      time.Time     `json:"created_at,omitzero"`
+	UpdatedAt      time.Time     `json:"updated_at,omitzero"`
+
 	// Headers are custom headers sent with every request, name to value;
-	// see ValidateHeaders for what is refused.
-	Headers        map[string]string `json:"headers,omitempty"`
-	FailingSince   time.Time         `json:"failing_since,omitzero"`
-	DisabledReason string            `json:"disabled_reason,omitempty"`
-	DisabledAt     time.Time         `json:"disabled_at,omitzero"`
-	CreatedAt      time.Time         `json:"created_at,omitzero"`
-	UpdatedAt      time.Time         `json:"updated_at,omitzero"`
+	// nil when none. See ValidateHeaders for what is refused.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Active reports whether the endpoint receives new deliveries.
