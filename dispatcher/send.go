@@ -121,18 +121,15 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	// One backing array for the three values of this request.
 	vals := [...]string{d.EventID, ts, p.signer.Sign(d.EventID, ts, d.Body)}
 	v := vals[:]
-	req.Header = http.Header{
-		"Webhook-Id":        v[0:1:1],
-		"Webhook-Timestamp": v[1:2:2],
-		"Webhook-Signature": v[2:3:3],
-		"Content-Type":      contentTypeJSON,
-		"User-Agent":        s.userAgent,
-	}
-	for _, h := range p.headers {
-		if _, set := req.Header[h.name]; !set { // never over hookd's own
-			req.Header[h.name] = h.value
+	h := make(http.Header, 5+len(p.headers)) // one allocation, custom headers included
+	h["Webhook-Id"], h["Webhook-Timestamp"], h["Webhook-Signature"] = v[0:1:1], v[1:2:2], v[2:3:3]
+	h["Content-Type"], h["User-Agent"] = contentTypeJSON, s.userAgent
+	for _, c := range p.headers {
+		if _, set := h[c.name]; !set { // never over hookd's own
+			h[c.name] = c.value
 		}
 	}
+	req.Header = h
 	// The transport itself, not the client: redirects are never followed,
 	// so the client's redirect bookkeeping (a copy of every request's
 	// headers) is work for nothing. Errors are wrapped as the client does.
