@@ -16,29 +16,34 @@ import (
 // endpointOut is an endpoint as the API shows it: secrets masked, except
 // the new one right after create.
 type endpointOut struct {
-	ID             string     `json:"id"`
-	Account        string     `json:"account"`
-	URL            string     `json:"url"`
-	Description    string     `json:"description"`
-	EventTypes     []string   `json:"event_types"`
-	Status         string     `json:"status"`
-	MaxInFlight    int        `json:"max_in_flight,omitempty"`
-	TimeoutMS      int64      `json:"timeout_ms,omitempty"`
-	RatePerSec     float64    `json:"rate_per_sec,omitempty"`
-	Secrets        []string   `json:"secrets"`
-	Secret         string     `json:"secret,omitempty"`
-	FailingSince   *time.Time `json:"failing_since,omitempty"`
-	DisabledReason string     `json:"disabled_reason,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
+	ID          string   `json:"id"`
+	Account     string   `json:"account"`
+	URL         string   `json:"url"`
+	Description string   `json:"description"`
+	EventTypes  []string `json:"event_types"`
+	Status      string   `json:"status"`
+	MaxInFlight int      `json:"max_in_flight,omitempty"`
+	TimeoutMS   int64    `json:"timeout_ms,omitempty"`
+	RatePerSec  float64  `json:"rate_per_sec,omitempty"`
+	// Headers is always an object, {} when the endpoint has none.
+	Headers        map[string]string `json:"headers"`
+	Secrets        []string          `json:"secrets"`
+	Secret         string            `json:"secret,omitempty"`
+	FailingSince   *time.Time        `json:"failing_since,omitempty"`
+	DisabledReason string            `json:"disabled_reason,omitempty"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
 	out := endpointOut{ID: e.ID, Account: e.Account, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes,
 		Status: string(e.Status), MaxInFlight: e.MaxInFlight, TimeoutMS: e.Timeout.Milliseconds(), RatePerSec: e.RatePerSec,
-		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
+	}
+	if out.Headers == nil {
+		out.Headers = map[string]string{}
 	}
 	for _, sec := range e.Secrets {
 		if len(sec) > 10 {
@@ -54,15 +59,16 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 }
 
 type endpointIn struct {
-	ID          string   `json:"id"`
-	Account     string   `json:"account"`
-	URL         string   `json:"url"`
-	Description string   `json:"description"`
-	EventTypes  []string `json:"event_types"`
-	Secret      string   `json:"secret"`
-	MaxInFlight int      `json:"max_in_flight"`
-	TimeoutMS   int64    `json:"timeout_ms"`
-	RatePerSec  float64  `json:"rate_per_sec"`
+	ID          string            `json:"id"`
+	Account     string            `json:"account"`
+	URL         string            `json:"url"`
+	Description string            `json:"description"`
+	EventTypes  []string          `json:"event_types"`
+	Secret      string            `json:"secret"`
+	MaxInFlight int               `json:"max_in_flight"`
+	TimeoutMS   int64             `json:"timeout_ms"`
+	RatePerSec  float64           `json:"rate_per_sec"`
+	Headers     map[string]string `json:"headers"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -77,7 +83,7 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	e := endpoint.Endpoint{ID: in.ID, Account: in.Account, URL: in.URL, Description: in.Description, EventTypes: in.EventTypes,
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
-		RatePerSec: in.RatePerSec}
+		RatePerSec: in.RatePerSec, Headers: in.Headers}
 	if e.ID == "" {
 		e.ID = endpoint.NewID()
 	}
@@ -236,6 +242,8 @@ type endpointPatch struct {
 	MaxInFlight *int      `json:"max_in_flight"`
 	TimeoutMS   *int64    `json:"timeout_ms"`
 	RatePerSec  *float64  `json:"rate_per_sec"`
+	// Headers replaces every custom header; {} removes them all.
+	Headers *map[string]string `json:"headers"`
 }
 
 func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -294,6 +302,11 @@ func (s *V1) patchProblem(p *endpointPatch) string {
 			}
 		}
 	}
+	if p.Headers != nil {
+		if err := endpoint.ValidateHeaders(*p.Headers); err != nil {
+			return err.Error()
+		}
+	}
 	return s.limitsProblem(p.MaxInFlight, p.TimeoutMS, p.RatePerSec)
 }
 
@@ -316,6 +329,9 @@ func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
 	}
 	if p.RatePerSec != nil {
 		e.RatePerSec = *p.RatePerSec
+	}
+	if p.Headers != nil {
+		e.Headers = *p.Headers
 	}
 	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
 		e.Status = endpoint.Status(*p.Status)

@@ -26,6 +26,10 @@ type Target struct {
 	// endpoint); other endpoints are not held up. Zero or negative means
 	// unlimited. A change applies to the next start, within a second.
 	RatePerSec float64
+	// Headers are sent with every request, after hookd's own: a name
+	// hookd sets (webhook-*, content-type, user-agent) is never replaced.
+	// The API and the store refuse reserved names (endpoint.ReservedHeader).
+	Headers map[string]string
 }
 
 // Endpoints resolves endpoint ids, typically from an in-memory index kept

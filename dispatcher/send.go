@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -119,13 +121,15 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	// One backing array for the three values of this request.
 	vals := [...]string{d.EventID, ts, p.signer.Sign(d.EventID, ts, d.Body)}
 	v := vals[:]
-	req.Header = http.Header{
-		"Webhook-Id":        v[0:1:1],
-		"Webhook-Timestamp": v[1:2:2],
-		"Webhook-Signature": v[2:3:3],
-		"Content-Type":      contentTypeJSON,
-		"User-Agent":        s.userAgent,
+	h := make(http.Header, 5+len(p.headers)) // one allocation, custom headers included
+	h["Webhook-Id"], h["Webhook-Timestamp"], h["Webhook-Signature"] = v[0:1:1], v[1:2:2], v[2:3:3]
+	h["Content-Type"], h["User-Agent"] = contentTypeJSON, s.userAgent
+	for _, c := range p.headers {
+		if _, set := h[c.name]; !set { // never over hookd's own
+			h[c.name] = c.value
+		}
 	}
+	req.Header = h
 	// The transport itself, not the client: redirects are never followed,
 	// so the client's redirect bookkeeping (a copy of every request's
 	// headers) is work for nothing. Errors are wrapped as the client does.
@@ -174,18 +178,30 @@ var contentTypeJSON = []string{"application/json"}
 
 // prepared is what a request to an endpoint needs that depends on the
 // endpoint alone, worked out once: its URL parsed and checked, its
-// secrets decoded into a Signer. err is set (and cached as well) when the
-// URL or a secret cannot be used.
+// secrets decoded into a Signer, its custom headers in wire form. err is
+// set (and cached as well) when the URL or a secret cannot be used.
 type prepared struct {
 	rawURL  string
 	secrets []string
 	url     *url.URL
 	signer  *signature.Signer
+	// headers are t.Headers with canonical names and shared value slices,
+	// read by the transport only.
+	headers []customHeader
+	raw     map[string]string // t.Headers, for matches
 	err     error
 }
 
+type customHeader struct {
+	name  string
+	value []string
+}
+
 func prepare(t Target) *prepared {
-	p := &prepared{rawURL: t.URL, secrets: t.Secrets}
+	p := &prepared{rawURL: t.URL, secrets: t.Secrets, raw: t.Headers}
+	for name, v := range t.Headers {
+		p.headers = append(p.headers, customHeader{name: textproto.CanonicalMIMEHeaderKey(name), value: []string{v}})
+	}
 	u, err := url.Parse(t.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		p.err = fmt.Errorf("%w: %q", ErrInvalidURL, t.URL)
@@ -200,9 +216,9 @@ func prepare(t Target) *prepared {
 	return p
 }
 
-// matches reports whether p was prepared from t's URL and secrets.
+// matches reports whether p was prepared from t's URL, secrets and headers.
 func (p *prepared) matches(t Target) bool {
-	return p.rawURL == t.URL && slices.Equal(p.secrets, t.Secrets)
+	return p.rawURL == t.URL && slices.Equal(p.secrets, t.Secrets) && maps.Equal(p.raw, t.Headers)
 }
 
 // preparedRotate is how often the prepared endpoints are aged: one unused
@@ -214,8 +230,8 @@ const preparedRotate = 10 * time.Minute
 // recently, in two generations: a lookup moves an entry to the current
 // one, and every preparedRotate the previous generation is dropped, so
 // memory follows the endpoints in use, not every endpoint ever seen. An
-// endpoint whose URL or secrets changed is prepared again at its next
-// request.
+// endpoint whose URL, secrets or headers changed is prepared again at its
+// next request.
 type preparedCache struct {
 	mu       sync.Mutex
 	cur, old map[string]*prepared

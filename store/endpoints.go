@@ -22,7 +22,7 @@ const EndpointChannel = "hookd_endpoints"
 var _ endpoint.Source = (*Store)(nil)
 
 const endpointColumns = `id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms,
-	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at`
+	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers`
 
 // scanEndpoint reads one endpoint row and opens its signing secrets.
 func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
@@ -35,7 +35,7 @@ func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 		disabledReason          *string
 	)
 	err := row.Scan(&e.ID, &e.Account, &e.URL, &e.Description, &e.Secrets, &e.EventTypes, &status,
-		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt)
+		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt, &e.Headers)
 	if err != nil {
 		return e, translate(err)
 	}
@@ -60,6 +60,9 @@ func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 	}
 	if e.EventTypes == nil {
 		e.EventTypes = []string{}
+	}
+	if len(e.Headers) == 0 {
+		e.Headers = nil // one "none" for callers and the dispatcher's comparisons
 	}
 	if e.Secrets, err = s.openSecrets(e.ID, e.Secrets); err != nil {
 		return e, err
@@ -119,9 +122,13 @@ func (s *Store) endpointArgs(e *endpoint.Endpoint) []any {
 	if types == nil {
 		types = []string{}
 	}
+	headers := e.Headers
+	if headers == nil {
+		headers = map[string]string{} // jsonb '{}', not null
+	}
 	return []any{e.ID, e.Account, e.URL, e.Description, s.sealSecrets(e.ID, e.Secrets), types, string(e.Status),
 		nullInt(e.MaxInFlight), nullInt(int(e.Timeout / time.Millisecond)), nullFloat(e.RatePerSec),
-		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt)}
+		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers}
 }
 
 // CreateEndpoint inserts e after validating it. An empty status means
@@ -138,8 +145,8 @@ func (s *Store) CreateEndpoint(ctx context.Context, e endpoint.Endpoint) (endpoi
 	}
 	row := s.pool.QueryRow(ctx, `INSERT INTO webhooks.endpoints
 		(id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms, rate_per_sec,
-		 failing_since, disabled_reason, disabled_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		 failing_since, disabled_reason, disabled_at, headers)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		RETURNING `+endpointColumns, s.endpointArgs(&e)...)
 	out, err := s.scanEndpoint(row)
 	if err != nil {
@@ -219,7 +226,7 @@ func (s *Store) ModifyEndpoint(ctx context.Context, id string, change func(*endp
 		out, err = s.scanEndpoint(tx.QueryRow(ctx, `UPDATE webhooks.endpoints SET
 			url = $3, description = $4, secrets = $5, event_types = $6, status = $7, max_in_flight = $8,
 			timeout_ms = $9, rate_per_sec = $10, failing_since = $11, disabled_reason = $12, disabled_at = $13,
-			updated_at = now()
+			headers = $14, updated_at = now()
 			WHERE id = $1 AND account = $2 RETURNING `+endpointColumns, args...))
 		if err != nil {
 			return fmt.Errorf("updating endpoint %s: %s", id, oneLine(err))

@@ -163,7 +163,34 @@ func splitTypes(s string) []string {
 	return out
 }
 
-// endpointSettings changes the URL, description and event types.
+// parseHeaderLines reads the custom headers of the settings form: one
+// "Name: value" per line, blank lines skipped, checked as the API checks
+// them.
+func parseHeaderLines(s string) (map[string]string, error) {
+	out := map[string]string{}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimRight(line, "\r"); strings.TrimSpace(line) == "" {
+			continue
+		}
+		name, value, err := endpoint.ParseHeaderLine(line)
+		if err != nil {
+			return nil, badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
+		}
+		if seen[strings.ToLower(name)] {
+			return nil, badInput("headers: %s given twice", name)
+		}
+		seen[strings.ToLower(name)] = true
+		out[name] = value
+	}
+	if err := endpoint.ValidateHeaders(out); err != nil {
+		return nil, badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
+	}
+	return out, nil
+}
+
+// endpointSettings changes the URL, description, event types and custom
+// headers (when the form has the field: an empty one clears them).
 func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *session) error {
 	e, err := h.endpointFor(r.Context(), s, r.PathValue("id"))
 	if err != nil {
@@ -182,6 +209,12 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 			return badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
 		}
 	}
+	headers, hasHeaders := e.Headers, r.PostForm.Has("headers")
+	if hasHeaders {
+		if headers, err = parseHeaderLines(r.PostFormValue("headers")); err != nil {
+			return err
+		}
+	}
 	if rawURL != e.URL && !h.cfg.AllowPrivateNetworks {
 		if err := ssrf.CheckURL(r.Context(), h.resolver, rawURL); err != nil {
 			return badInput("url: %v; private and internal destinations are refused", err)
@@ -189,6 +222,9 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 	}
 	_, err = h.store().ModifyEndpoint(r.Context(), e.ID, func(x *endpoint.Endpoint) error {
 		x.URL, x.Description, x.EventTypes = rawURL, desc, types
+		if hasHeaders {
+			x.Headers = headers
+		}
 		return nil
 	})
 	if errors.Is(err, endpoint.ErrInvalid) {
@@ -197,7 +233,7 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 	if err != nil {
 		return err
 	}
-	h.audit(r.Context(), s, "endpoint settings", e.ID, fmt.Sprintf("url %s; %d event type(s)", rawURL, len(types)))
+	h.audit(r.Context(), s, "endpoint settings", e.ID, fmt.Sprintf("url %s; %d event type(s); %d header(s)", rawURL, len(types), len(headers)))
 	return h.redirect(w, r, s, "/portal/endpoints/"+e.ID, notice{Text: "Settings saved."})
 }
 

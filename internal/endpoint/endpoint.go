@@ -59,6 +59,10 @@ type Endpoint struct {
 	DisabledAt     time.Time     `json:"disabled_at,omitzero"`
 	CreatedAt      time.Time     `json:"created_at,omitzero"`
 	UpdatedAt      time.Time     `json:"updated_at,omitzero"`
+
+	// Headers are custom headers sent with every request, name to value;
+	// nil when none. See ValidateHeaders for what is refused.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Active reports whether the endpoint receives new deliveries.
@@ -404,6 +408,9 @@ func (e *Endpoint) Validate() error {
 		if err := ValidatePattern(p); err != nil {
 			return err
 		}
+	}
+	if err := ValidateHeaders(e.Headers); err != nil {
+		return err
 	}
 	switch e.Status {
 	case StatusActive, StatusDisabled:

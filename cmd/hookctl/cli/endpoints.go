@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +19,7 @@ type EndpointsCmd struct {
 	Add          EndpointsAddCmd     `cmd:"" help:"Create an endpoint; prints its signing secret once."`
 	List         EndpointsListCmd    `cmd:"" help:"List endpoints."`
 	Show         EndpointsShowCmd    `cmd:"" help:"Show one endpoint."`
-	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description or limits."`
+	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description, limits or custom headers."`
 	Disable      EndpointsDisableCmd `cmd:"" help:"Stop sending to an endpoint (its deliveries are dead-lettered as endpoint_disabled; resend them after enable)."`
 	Enable       EndpointsEnableCmd  `cmd:"" help:"Resume sending to a disabled endpoint (replay what it missed with hookctl dlq replay)."`
 	RotateSecret EndpointsRotateCmd  `cmd:"" name:"rotate-secret" help:"Start a secret rotation (new secret first, the previous one still signs) or finish it with --finish."`
@@ -82,6 +84,9 @@ func printEndpoint(g *Globals, v endpointView) error {
 	if v.DisabledReason != "" {
 		rows = append(rows, [2]string{"disabled", v.DisabledReason + " at " + v.DisabledAt.UTC().Format(time.RFC3339)})
 	}
+	for _, name := range slices.Sorted(maps.Keys(v.Headers)) {
+		rows = append(rows, [2]string{"header", name + ": " + v.Headers[name]})
+	}
 	rows = append(rows, [2]string{"created", v.CreatedAt.UTC().Format(time.RFC3339)}, [2]string{"updated", v.UpdatedAt.UTC().Format(time.RFC3339)})
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
@@ -123,6 +128,34 @@ func (l EndpointLimits) apply(e *endpoint.Endpoint) {
 	}
 }
 
+// EndpointHeaders is the custom-header flag of add and update.
+type EndpointHeaders struct {
+	Header []string `name:"header" sep:"none" placeholder:"'NAME: VALUE'" help:"A custom header sent with every request, repeatable; at most 20, no webhook-*, content-*, host, user-agent or hop-by-hop name. On update it adds the header or replaces the one of that name."`
+}
+
+// set adds or replaces the --header flags' headers in h (names compared
+// without case, as HTTP does) and returns it; a name given twice is a
+// usage error.
+func (f EndpointHeaders) set(h map[string]string) (map[string]string, error) {
+	given := map[string]bool{}
+	for _, line := range f.Header {
+		name, value, err := endpoint.ParseHeaderLine(line)
+		if err != nil {
+			return nil, Usage(fmt.Errorf("--header: %w", err))
+		}
+		if given[strings.ToLower(name)] {
+			return nil, Usage(fmt.Errorf("--header: %s given twice", name))
+		}
+		given[strings.ToLower(name)] = true
+		if h == nil {
+			h = map[string]string{}
+		}
+		maps.DeleteFunc(h, func(k, _ string) bool { return strings.EqualFold(k, name) })
+		h[name] = value
+	}
+	return h, nil
+}
+
 // PrivateNetworks is the SSRF switch of add and update.
 type PrivateNetworks struct {
 	AllowPrivateNetworks bool `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Accept a URL whose host is, or resolves to, a private, loopback, link-local, metadata or other special-purpose address (development only; hookd must run with --allow-private-networks too to send there)."`
@@ -160,6 +193,7 @@ type EndpointsAddCmd struct {
 	Description string   `name:"description" help:"Free text."`
 	Disabled    bool     `name:"disabled" help:"Create it disabled."`
 	EndpointLimits
+	EndpointHeaders
 	PrivateNetworks
 }
 
@@ -182,6 +216,10 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 		e.Status, e.DisabledReason, e.DisabledAt = endpoint.StatusDisabled, "created disabled", time.Now()
 	}
 	c.EndpointLimits.apply(&e)
+	var err error
+	if e.Headers, err = c.EndpointHeaders.set(nil); err != nil {
+		return err
+	}
 	if err := e.Validate(); err != nil {
 		return Usage(err)
 	}
@@ -281,6 +319,9 @@ type EndpointsUpdateCmd struct {
 	AllEventTypes bool      `name:"all-event-types" help:"Receive every event type (clears the list)."`
 	Description   *string   `name:"description" help:"New description."`
 	EndpointLimits
+	EndpointHeaders
+	RemoveHeader []string `name:"remove-header" sep:"none" placeholder:"NAME" help:"Stop sending this custom header (any case), repeatable."`
+	ClearHeaders bool     `name:"clear-headers" help:"Stop sending every custom header (before any --header is added)."`
 	PrivateNetworks
 }
 
@@ -311,12 +352,30 @@ func (c *EndpointsUpdateCmd) Run(ctx context.Context, g *Globals) error {
 			e.Description = *c.Description
 		}
 		c.EndpointLimits.apply(e)
-		return nil
+		return c.changeHeaders(e)
 	})
 	if err != nil {
 		return err
 	}
 	return printEndpoint(g, view(e, false))
+}
+
+// changeHeaders applies --clear-headers, then --remove-header, then
+// --header to e.
+func (c *EndpointsUpdateCmd) changeHeaders(e *endpoint.Endpoint) error {
+	if c.ClearHeaders {
+		e.Headers = nil
+	}
+	for _, name := range c.RemoveHeader {
+		n := len(e.Headers)
+		maps.DeleteFunc(e.Headers, func(k, _ string) bool { return strings.EqualFold(k, name) })
+		if len(e.Headers) == n {
+			return Usage(fmt.Errorf("--remove-header: endpoint %s has no header %q", e.ID, name))
+		}
+	}
+	h, err := c.EndpointHeaders.set(e.Headers)
+	e.Headers = h
+	return err
 }
 
 // EndpointsDisableCmd disables an endpoint.
