@@ -115,7 +115,11 @@ func chartBounds(window string, now time.Time, loc *time.Location) ([]time.Time,
 // chartFor reads and draws the charts of endpoints ids over window.
 func (h *Handler) chartFor(ctx context.Context, account string, ids []string, window string, loc *time.Location) (*chartView, error) {
 	bounds, step := chartBounds(window, h.now(), loc)
-	buckets, err := h.store().PortalChart(ctx, store.PortalChartParams{Account: account, EndpointIDs: ids, Bounds: bounds})
+	p := store.PortalChartParams{Account: account, EndpointIDs: ids, Bounds: bounds}
+	if step == "day" {
+		p.Zone = loc
+	}
+	buckets, err := h.store().PortalChart(ctx, p)
 	if err != nil {
 		return nil, err
 	}

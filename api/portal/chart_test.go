@@ -160,12 +160,12 @@ func TestChartPages(t *testing.T) {
 	c := b.client(t)
 	require.Equal(t, 200, c.login(b.link(t, "acct_chart", "", store.PortalRead, time.Hour)).Status)
 	for path, want := range map[string]string{
-		"/portal/endpoints/" + e1.ID:                "Attempts per hour, last 24 hours: 3 delivered, 2 failed",
+		"/portal/endpoints/" + e1.ID:                 "Attempts per hour, last 24 hours: 3 delivered, 2 failed",
 		"/portal/endpoints/" + e1.ID + "?window=7d":  "Attempts per hour, last 7 days: 3 delivered, 2 failed",
 		"/portal/endpoints/" + e1.ID + "?window=30d": "Attempts per day, last 30 days: 4 delivered, 2 failed",
-		"/portal/endpoints/" + e2.ID:                "Attempts per hour, last 24 hours: 1 delivered, 0 failed",
-		"/portal/":                                  "Attempts per hour, last 24 hours: 4 delivered, 2 failed",
-		"/portal/?window=30d":                       "Attempts per day, last 30 days: 5 delivered, 2 failed",
+		"/portal/endpoints/" + e2.ID:                 "Attempts per hour, last 24 hours: 1 delivered, 0 failed",
+		"/portal/":                                   "Attempts per hour, last 24 hours: 4 delivered, 2 failed",
+		"/portal/?window=30d":                        "Attempts per day, last 30 days: 5 delivered, 2 failed",
 	} {
 		p := c.get(path)
 		require.Equal(t, 200, p.Status, path)
