@@ -266,7 +266,7 @@ func xTicks(v *chartView) []chartTick {
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 
 // svgTemplate draws an svgChart. html/template escapes every label.
-var svgTemplate = template.Must(template.New("svg").Parse(`<svg class="chart {{.Kind}}" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="{{.Label}}" preserveAspectRatio="xMidYMid meet">` +
+var svgTemplate = template.Must(template.New("svg").Parse(`<svg class="chart {{.Kind}}" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="{{.Label}}" preserveAspectRatio="xMinYMid meet">` +
 	`{{$c := .}}{{range .YTick}}<line class="grid" x1="{{$c.Left}}" x2="{{$c.Right}}" y1="{{.Y}}" y2="{{.Y}}"/><text class="axis" x="{{.X}}" y="{{.Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>{{end}}` +
 	`{{range .XTick}}<text class="axis" x="{{.X}}" y="{{.Y}}" text-anchor="middle">{{.Label}}</text>{{end}}` +
 	`{{if .Empty}}<text class="axis" x="{{.MidX}}" y="{{.MidY}}" text-anchor="middle">No attempts in this window</text>{{end}}` +
