@@ -55,7 +55,12 @@ func (h *Handler) endpointsPage(w http.ResponseWriter, r *http.Request, s *sessi
 	if err != nil {
 		return err
 	}
-	return h.render(w, r, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", S: s, Data: rows})
+	chart, err := h.accountChart(r, s.Account, eps)
+	if err != nil {
+		return err
+	}
+	return h.render(w, r, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", S: s,
+		Data: endpointsView{Rows: rows, Chart: chart}})
 }
 
 func (h *Handler) withStats(ctx context.Context, account string, eps []endpoint.Endpoint, since time.Time) ([]endpointRow, error) {
@@ -85,6 +90,7 @@ var windows = map[string]time.Duration{"24h": 24 * time.Hour, "7d": 7 * 24 * tim
 type endpointView struct {
 	endpointRow
 	Window      string
+	Chart       *chartView
 	Classes     []store.OutcomeCount
 	Types       []store.OutcomeCount
 	DeadLetters []store.Delivery
@@ -129,6 +135,9 @@ func (h *Handler) endpointData(r *http.Request, s *session) (endpointView, error
 	}
 	v := endpointView{endpointRow: rows[0], Window: win, DefaultTimeout: h.cfg.RequestTimeout, DefaultInFlight: h.cfg.MaxInFlight,
 		DisableAfter: h.cfg.DisableAfter}
+	if v.Chart, err = h.chartFor(ctx, s.Account, []string{e.ID}, win, zoneOf(r)); err != nil {
+		return v, err
+	}
 	if v.Classes, err = h.store().PortalOutcomeClasses(ctx, s.Account, e.ID, since); err != nil {
 		return v, err
 	}
