@@ -199,6 +199,12 @@ type Deps struct {
 	// KafkaOpts are the shared client options (seed brokers, logging,
 	// metrics); the router adds its consumer group options.
 	KafkaOpts []kgo.Opt
+	// ChangelogKafkaOpts are the options of the short-lived clients that
+	// read the dedupe changelog back. They must not carry a hook that
+	// keeps one client's state (a kprom metrics hook given to KafkaOpts:
+	// a second client sharing it races with the first). Defaults to
+	// KafkaOpts.
+	ChangelogKafkaOpts []kgo.Opt
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the router metrics; nil registers nowhere.
@@ -238,8 +244,12 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		deps.Logger = slog.Default()
 	}
 	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger}
+	loaderOpts := deps.ChangelogKafkaOpts
+	if loaderOpts == nil {
+		loaderOpts = deps.KafkaOpts
+	}
 	r.dd = &dedupe{topic: cfg.Topics.Dedupe, window: cfg.DedupeWindow, maxKeys: cfg.DedupeMaxKeys,
-		opts: append(slices.Clip(deps.KafkaOpts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		opts: append(slices.Clip(loaderOpts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 			kgo.FetchMaxWait(200*time.Millisecond))}
 	r.m = metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_events_total",

@@ -210,7 +210,8 @@ func (s *roleSet) routerRole() daemon.RoleFactory {
 		}
 		r, err := router.New(router.Config{Topics: env.Names, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes,
 			DedupeWindow: s.router.DedupeWindow, DedupeMaxKeys: s.router.DedupeMaxKeys, TransactionalID: s.router.TransactionalID}, router.Deps{
-			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
+			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), ChangelogKafkaOpts: env.KafkaOpts,
+			Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("router: %w", err)
