@@ -35,6 +35,10 @@ type acceptor struct {
 	failed error     // why connections are not being accepted; nil while they are
 	since  time.Time // when failed started
 	closed bool
+	// failures counts failed accepts and lastFailure is the newest: Err
+	// is nil again as soon as one accept succeeds, these are not.
+	failures    int
+	lastFailure error
 }
 
 func newAcceptor(ln net.Listener, logger *slog.Logger) *acceptor {
@@ -96,7 +100,8 @@ func (a *acceptor) fail(ln net.Listener, err error) {
 		a.since = time.Now()
 		a.logger.Warn("embedded kafka: not accepting connections, retrying", "listen", a.addr, "error", err)
 	}
-	a.failed = err
+	a.failed, a.lastFailure = err, err
+	a.failures++
 	var temp interface{ Temporary() bool }
 	if errors.As(err, &temp) && temp.Temporary() || a.ln != ln {
 		return

@@ -69,22 +69,50 @@ func TestBrokerSurvivesTooManyOpenFiles(t *testing.T) {
 		held = nil
 	}
 	defer release()
-	for {
-		f, err := os.Open(os.DevNull)
-		if err != nil {
-			require.ErrorIs(t, err, syscall.EMFILE)
-			break
+	// exhaust takes every free descriptor; a dial then takes the one freed
+	// before it, so the kernel completes the handshake and the broker's
+	// accept fails. The broker frees descriptors of its own now and then
+	// (its data directory's files), which can let one accept through, so
+	// the step repeats until an accept failed.
+	exhaust := func() {
+		for {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				require.ErrorIs(t, err, syscall.EMFILE)
+				return
+			}
+			held = append(held, f)
 		}
-		held = append(held, f)
 	}
-	held[len(held)-1].Close()
-	held = held[:len(held)-1]
-	conn, err := net.DialTimeout("tcp", b.Addrs()[0], 5*time.Second)
-	require.NoError(t, err)
-	defer conn.Close()
-	wait.For(t, 10*time.Second, "the broker to report the accept error", func() bool { return b.Err() != nil })
-	require.ErrorIs(t, b.Err(), syscall.EMFILE)
-	t.Logf("Err while out of descriptors: %v", b.Err())
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// Err says so while accepts fail; it may be nil again between two
+	// polls, so the failure itself is read from the acceptor's count.
+	var failure error
+	wait.For(t, 20*time.Second, "the broker to meet the accept error", func() bool {
+		b.acc.mu.Lock()
+		n := b.acc.failures
+		failure = b.acc.lastFailure
+		b.acc.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+		exhaust()
+		if len(held) > 0 {
+			held[len(held)-1].Close()
+			held = held[:len(held)-1]
+		}
+		if c, err := net.DialTimeout("tcp", b.Addrs()[0], time.Second); err == nil {
+			conns = append(conns, c)
+		}
+		return false
+	})
+	require.ErrorIs(t, failure, syscall.EMFILE)
+	t.Logf("accept error while out of descriptors: %v (Err: %v)", failure, b.Err())
 
 	release()
 	restore()
