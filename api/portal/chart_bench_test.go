@@ -3,7 +3,6 @@ package portal
 import (
 	"context"
 	"os"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -35,27 +34,12 @@ func BenchmarkCharts(b *testing.B) {
 
 	c := bd.client(b)
 	require.Equal(b, 200, c.login(bd.link(b, "acct_big", "", store.PortalRead, time.Hour)).Status)
-	for _, p := range []struct{ name, path string }{
+	measurePages(b, c, []benchPage{
 		{"account/24h", "/portal/"},
 		{"account/7d", "/portal/?window=7d"},
 		{"account/30d", "/portal/?window=30d"},
 		{"endpoint/30d", "/portal/endpoints/" + eps[0] + "?window=30d"},
-	} {
-		b.Run(p.name, func(b *testing.B) {
-			lat := make([]time.Duration, 0, b.N)
-			for b.Loop() {
-				t0 := time.Now()
-				pg := c.get(p.path)
-				lat = append(lat, time.Since(t0))
-				if pg.Status != 200 {
-					b.Fatalf("%s: %d", p.path, pg.Status)
-				}
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-		})
-	}
+	})
 }
 
 // fillAttempts writes n delivery rows of acct_big over the last 30 days,
