@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ import (
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/kafkaconn"
+	"github.com/hookd/hookd/internal/tlstest"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/retrytiers"
 )
@@ -40,6 +42,9 @@ import (
 // account each, spread over 4 receivers on 127.0.0.1 that verify every
 // signature and answer 200 after 5ms, 6 partitions, the default
 // Concurrency (256) and the Kafka client options hookd runs with.
+// BenchmarkDispatcher and BenchmarkPlainSend run three times: receivers on
+// http, on https offering HTTP/2 (what hookbench's receivers do, and most
+// real ones), and on https with HTTP/1.1 only.
 //
 // The broker (kfake) and the receivers run in a peer process (this test
 // binary re-executed), so the benchmark process holds the dispatcher alone
@@ -65,7 +70,21 @@ const (
 	benchPartitions = 6
 	benchWarmup     = 2000
 	peerEnv         = "HOOKD_DISPATCH_BENCH_PEER"
+	// peerTLSEnv holds "cert-file,key-file,proto" when the peer's receivers
+	// serve https: proto "h2" offers HTTP/2 (ALPN), "h1" HTTP/1.1 only.
+	peerTLSEnv = "HOOKD_DISPATCH_BENCH_TLS"
 )
+
+// scheme is how a benchmark's receivers serve: http, or https offering
+// HTTP/2 or HTTP/1.1 only. The https runs measure the path real endpoints
+// take; the http run keeps the older figures comparable.
+type scheme struct {
+	name  string
+	proto string // "" for http
+	ca    *tlstest.CA
+}
+
+var schemes = []scheme{{name: "http"}, {name: "https-h2", proto: "h2"}, {name: "https-h1", proto: "h1"}}
 
 // peerInfo is what the peer process reports on its stdout.
 type peerInfo struct {
@@ -116,10 +135,15 @@ type peer struct {
 	seq  int
 }
 
-func startPeer(b *testing.B) *peer {
+func startPeer(b *testing.B, sch *scheme) *peer {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDispatcherBenchPeer$", "-test.count=1")
 	cmd.Env = append(os.Environ(), peerEnv+"=1")
+	if sch.proto != "" {
+		sch.ca = tlstest.NewCA(b)
+		cert := sch.ca.Server(b, "localhost")
+		cmd.Env = append(cmd.Env, peerTLSEnv+"="+cert.CertFile+","+cert.KeyFile+","+sch.proto)
+	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -259,17 +283,21 @@ func measure(b *testing.B, p *peer, reqs *kafkaRequests, run func()) (cpu time.D
 // BenchmarkDispatcher delivers b.N webhooks through a dispatcher and
 // reports its CPU per delivery.
 func BenchmarkDispatcher(b *testing.B) {
-	p := startPeer(b)
-	reqs := startBenchDispatcher(b, p)
-	// Warm up: group joined, connections open, buffers grown.
-	p.produce(b, benchWarmup)
-	p.waitDelivered(b, benchWarmup)
-	measure(b, p, reqs, func() { p.produce(b, b.N) })
+	for _, sc := range schemes {
+		b.Run(sc.name, func(b *testing.B) {
+			p := startPeer(b, &sc)
+			reqs := startBenchDispatcher(b, p, &sc)
+			// Warm up: group joined, connections open, buffers grown.
+			p.produce(b, benchWarmup)
+			p.waitDelivered(b, benchWarmup)
+			measure(b, p, reqs, func() { p.produce(b, b.N) })
+		})
+	}
 }
 
 // startBenchDispatcher runs a dispatcher against p until b ends and returns
 // the count of its Kafka requests.
-func startBenchDispatcher(b *testing.B, p *peer) *kafkaRequests {
+func startBenchDispatcher(b *testing.B, p *peer, sc *scheme) *kafkaRequests {
 	eps := &endpointMap{m: map[string]dispatcher.Target{}}
 	for i, e := range p.info.Endpoints {
 		eps.set(dispatcher.Target{ID: e.ID, URL: e.URL, Secrets: []string{e.Secret}, Account: fmt.Sprintf("acct_%06d", i)})
@@ -277,7 +305,11 @@ func startBenchDispatcher(b *testing.B, p *peer) *kafkaRequests {
 	logger := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	kcfg := kafkaconn.Config{Brokers: p.info.Kafka}
 	reqs := &kafkaRequests{}
-	d, err := dispatcher.New(dispatcher.Config{Topics: benchTopics(), AllowPrivateNetworks: true},
+	cfg := dispatcher.Config{Topics: benchTopics(), AllowPrivateNetworks: true}
+	if sc.ca != nil {
+		cfg.EndpointCAFile = sc.ca.File
+	}
+	d, err := dispatcher.New(cfg,
 		dispatcher.Deps{Endpoints: eps, Logger: logger, KafkaOpts: kafkaconn.Opts(kcfg, logger, reqs)})
 	if err != nil {
 		b.Fatal(err)
@@ -299,8 +331,9 @@ func startBenchDispatcher(b *testing.B, p *peer) *kafkaRequests {
 // writes them at saturation (about 7000/s on 2 cores), instead of all
 // before: small fetches from many partitions, small produce batches.
 func BenchmarkDispatcherStream(b *testing.B) {
-	p := startPeer(b)
-	reqs := startBenchDispatcher(b, p)
+	sc := scheme{name: "http"}
+	p := startPeer(b, &sc)
+	reqs := startBenchDispatcher(b, p, &sc)
 	p.produce(b, benchWarmup)
 	p.waitDelivered(b, benchWarmup)
 	measure(b, p, reqs, func() {
@@ -314,9 +347,18 @@ const streamRate = 7000
 // BenchmarkPlainSend is B0: a plain net/http loop of 256 goroutines posting
 // the same signed bodies to the same receivers, with hookbench's client.
 func BenchmarkPlainSend(b *testing.B) {
-	p := startPeer(b)
+	for _, sc := range schemes {
+		b.Run(sc.name, func(b *testing.B) { plainSend(b, &sc) })
+	}
+}
+
+func plainSend(b *testing.B, sc *scheme) {
+	p := startPeer(b, sc)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost, tr.MaxIdleConns = 64, 1024
+	if sc.ca != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: sc.ca.Pool}
+	}
 	cl := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	defer cl.CloseIdleConnections()
 	var seq atomic.Int64
@@ -441,6 +483,38 @@ func (r *benchReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.delivered.Add(1)
 }
 
+// listenPeer starts the receivers' listeners, serving https when the
+// benchmark asked for it (peerTLSEnv), and returns their base URLs.
+func listenPeer(srv *http.Server) ([]string, error) {
+	base := "http://"
+	if v := os.Getenv(peerTLSEnv); v != "" {
+		parts := strings.Split(v, ",")
+		cert, err := tls.LoadX509KeyPair(parts[0], parts[1])
+		if err != nil {
+			return nil, err
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
+		if parts[2] == "h1" {
+			srv.TLSConfig.NextProtos = []string{"http/1.1"}
+			srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		}
+		base = "https://"
+	}
+	var urls []string
+	for range benchReceivers {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		if srv.TLSConfig != nil {
+			ln = tls.NewListener(ln, srv.TLSConfig)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		urls = append(urls, base+ln.Addr().String())
+	}
+	return urls, nil
+}
+
 func runPeer() error {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -464,14 +538,9 @@ func runPeer() error {
 			rc.conns.Add(1)
 		}
 	}}
-	var urls []string
-	for range benchReceivers {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		go func() { _ = srv.Serve(ln) }()
-		urls = append(urls, "http://"+ln.Addr().String())
+	urls, err := listenPeer(srv)
+	if err != nil {
+		return err
 	}
 	info := peerInfo{Kafka: c.ListenAddrs()}
 	for i := range benchEndpoints {
