@@ -18,7 +18,7 @@ import (
 	"github.com/hookd/hookd/bench/internal/hookbench"
 )
 
-const phaseHelp = "saturation (with it latency, scaleout, b0, b1, b2 and the further --postgres settings), latency, scaleout, b0, b1, b2, isolation, tenancy, memory, onehost (1,000 endpoints on one receiver: connections and TLS handshakes per 1,000 deliveries)"
+const phaseHelp = "saturation (with it latency, scaleout, b0, b1, b2 and the further --postgres settings), latency, scaleout, b0, b1, b2, isolation, tenancy, memory, onehost (1,000 endpoints on one receiver: connections and TLS handshakes per 1,000 deliveries), burst (10 bursts of 30,000 events to 200 healthy endpoints: time to the last delivery, deferrals)"
 
 func main() {
 	var cfg hookbench.Config
@@ -44,6 +44,9 @@ func main() {
 	flag.IntVar(&cfg.ScaleOutDispatchers, "scaleout-dispatchers", 3, "dispatch processes of the scale-out phase (saturation again on a fresh stack, against --dispatchers); negative skips it")
 	flag.StringVar(&mem, "memory-endpoints", "10000,100000", "endpoint counts of the memory phase")
 	flag.StringVar(&cfg.Scheme, "scheme", hookbench.SchemeHTTPS, "receivers' scheme: https (a CA generated for the run; hookd and river-sender trust it through SSL_CERT_FILE, B0 and B1 through their client's RootCAs; HTTP/2 and HTTP/1.1 offered over ALPN) or http (the runs before issue 28)")
+	flag.IntVar(&cfg.BurstEndpoints, "burst-endpoints", 200, "healthy endpoints (one account each) of the burst phase")
+	flag.IntVar(&cfg.BurstEvents, "burst-events", 30000, "events committed at once in each run of the burst phase")
+	flag.IntVar(&cfg.BurstRuns, "burst-runs", 10, "runs of the burst phase")
 	flag.IntVar(&cfg.OneHostEndpoints, "onehost-endpoints", 1000, "endpoints (one account each) on the single receiver of the onehost phase")
 	flag.Float64Var(&cfg.OneHostRate, "onehost-rate", 1000, "events/s of the onehost phase (warm-up and measured load)")
 	flag.DurationVar(&cfg.OneHostWarmup, "onehost-warmup", 5*time.Second, "load of the onehost phase before connections and handshakes are counted (the measured load lasts --phase)")

@@ -68,6 +68,7 @@ type Results struct {
 	Isolation     *Isolation                    `json:"isolation"`
 	Tenancy       *Tenancy                      `json:"tenancy"`
 	OneHost       *OneHost                      `json:"one_host"`
+	Burst         *Burst                        `json:"burst"`
 	B0            float64                       `json:"b0_plain_http_loop_per_second"`
 	B1            float64                       `json:"b1_naive_dispatcher_per_second"`
 	B2            float64                       `json:"b2_river_per_second"`
@@ -300,6 +301,11 @@ func (b *bench) otherPhases(ctx context.Context) error {
 	if !b.cfg.Skip["onehost"] {
 		if err := b.oneHost(ctx); err != nil {
 			return fmt.Errorf("one host: %w", err)
+		}
+	}
+	if !b.cfg.Skip["burst"] {
+		if err := b.burst(ctx); err != nil {
+			return fmt.Errorf("burst: %w", err)
 		}
 	}
 	return nil
@@ -535,6 +541,11 @@ func (b *bench) setPhase(format string, args ...any) { b.phase.Store(fmt.Sprintf
 // event was delivered (or timeout). It returns the ledger and the number of
 // committed events never delivered.
 func (b *bench) runLoad(ctx context.Context, s *stack, name string, rate float64, d time.Duration, batch int, skip map[string]bool) (*chaos.Ledger, map[[2]string]time.Time, int, error) {
+	return b.runLoadN(ctx, s, name, rate, d, batch, 0, skip)
+}
+
+// runLoadN is runLoad stopping after total events (0: when d ends).
+func (b *bench) runLoadN(ctx context.Context, s *stack, name string, rate float64, d time.Duration, batch, total int, skip map[string]bool) (*chaos.Ledger, map[[2]string]time.Time, int, error) {
 	l := chaos.NewLedger()
 	accts := s.accounts()
 	var delivered atomic.Int64
@@ -557,7 +568,7 @@ func (b *bench) runLoad(ctx context.Context, s *stack, name string, rate float64
 	defer close(done)
 	lctx, cancel := context.WithTimeout(ctx, d)
 	_, err := chaos.RunLoad(lctx, chaos.LoadConfig{Pool: s.pool, Kafka: s.kafka, EventsTopic: "webhooks.events",
-		Accounts: accts, Rate: rate, BatchSize: batch, OutboxShare: b.cfg.OutboxShare, Workers: 16,
+		Accounts: accts, Rate: rate, Total: total, BatchSize: batch, OutboxShare: b.cfg.OutboxShare, Workers: 16,
 		Prefix: name, PayloadBytes: 200}, l)
 	cancel()
 	if err != nil {

@@ -120,6 +120,10 @@ type Config struct {
 	// OneHostWarmup is how long the one-host phase offers load before it
 	// starts counting connections and handshakes. Defaults to 5s.
 	OneHostWarmup time.Duration
+	// BurstEndpoints, BurstEvents and BurstRuns shape the burst phase:
+	// BurstRuns bursts of BurstEvents events to BurstEndpoints healthy
+	// endpoints (one account each). Default to 200, 30000 and 10.
+	BurstEndpoints, BurstEvents, BurstRuns int
 	// Skip names phases not to run (see Phases).
 	Skip map[string]bool
 	// Logger prints the progress line.
@@ -184,6 +188,15 @@ func (c *Config) setDefaults() {
 	if c.Scheme == "" {
 		c.Scheme = SchemeHTTPS
 	}
+	if c.BurstEndpoints == 0 {
+		c.BurstEndpoints = 200
+	}
+	if c.BurstEvents == 0 {
+		c.BurstEvents = 30000
+	}
+	if c.BurstRuns == 0 {
+		c.BurstRuns = 10
+	}
 	if c.OneHostEndpoints == 0 {
 		c.OneHostEndpoints = 1000
 	}
@@ -223,7 +236,7 @@ func (c *Config) validate() error {
 // Phases are the phase names --skip and --phases take. latency, scaleout,
 // b0, b1, b2 and the further Postgres settings run on (or after) the
 // saturation phase's stack: skipping saturation skips them too.
-var Phases = []string{"saturation", "latency", "scaleout", "b0", "b1", "b2", "isolation", "tenancy", "memory", "onehost"}
+var Phases = []string{"saturation", "latency", "scaleout", "b0", "b1", "b2", "isolation", "tenancy", "memory", "onehost", "burst"}
 
 // ParseSkip turns --skip and --phases (comma-separated phase names, either
 // may be empty) into Config.Skip: the phases in skip, and with phases

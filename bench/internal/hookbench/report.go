@@ -47,6 +47,7 @@ func (r *Results) Markdown() string {
 	r.procTable(&b)
 	r.scaleOutTable(&b)
 	r.oneHostTable(&b)
+	r.burstTable(&b)
 	r.writesTable(&b)
 	r.memoryTable(&b)
 	if len(r.Notes) > 0 {
