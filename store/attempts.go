@@ -616,6 +616,9 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 		return res, err
 	}
 	res.Mismatched = append(res.Mismatched, pm...)
+	if err := recordPositions(ctx, tx, p.Pending); err != nil {
+		return res, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return WriteAttemptsResult{Inserted: map[string]bool{}}, wrapWriteError("committing attempt batch", err)
 	}

@@ -17,6 +17,11 @@ type PendingDelivery struct {
 	Account      string
 	EventType    string
 	EventCreated time.Time
+	// Topic, Partition and Offset locate the delivery record this row
+	// comes from (Delivery.RecordTopic); Topic "" when unknown.
+	Topic     string
+	Partition int32
+	Offset    int64
 }
 
 // InsertPendingDeliveries is WritePendingDeliveries for callers with no
@@ -37,7 +42,11 @@ func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDeliver
 // are written as their own account's rows, which never list under that
 // endpoint (ListDeliveries scopes by the endpoint's account).
 func (s *Store) WritePendingDeliveries(ctx context.Context, ds []PendingDelivery) ([]AccountMismatch, error) {
-	return writePending(ctx, s.pool, ds, pendingAll)
+	ms, err := writePending(ctx, s.pool, ds, pendingAll)
+	if err != nil {
+		return ms, err
+	}
+	return ms, recordPositions(ctx, s.pool, ds)
 }
 
 // rowsQuerier is a pool or a transaction.

@@ -56,6 +56,8 @@ const HeaderSource = "hookd-replay-source"
 const (
 	KindDLQ    = "dlq"    // hookctl dlq replay, POST /v1/replays
 	KindResend = "resend" // hookctl endpoints resend, POST /v1/endpoints/{id}/resend
+	// KindDelivery resends one delivery, whatever its state (ResendDelivery).
+	KindDelivery = "delivery" // hookctl deliveries resend, POST /v1/deliveries/{id}/resend
 )
 
 // Skip reasons: why a matching dead letter was not replayed, the keys of
