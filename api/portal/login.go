@@ -32,6 +32,7 @@ func (h *Handler) routes() []route {
 		{pattern: "GET /portal/deliveries", account: true, handle: (*Handler).deliveriesPage},
 		{pattern: "GET /portal/deliveries/{id}", account: true, handle: (*Handler).deliveryPage},
 		{pattern: "POST /portal/deliveries/{id}/replay", account: true, manage: true, handle: (*Handler).deliveryReplay},
+		{pattern: "POST /portal/deliveries/{id}/resend", account: true, manage: true, handle: (*Handler).deliveryResend},
 		{pattern: "GET /portal/replays", handle: (*Handler).replaysPage},
 		{pattern: "GET /portal/policy", handle: (*Handler).policyPage},
 	}
