@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -111,7 +112,18 @@ func (s *V1) resendDelivery(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.admin {
 		req.Account = c.account
 	}
+	// A resend holds a replay slot while it runs (about a Kafka round
+	// trip): one account cannot tie up the API's connections with them.
+	who := c.account // "" for the admin token
+	if !s.replays.acquire(who, s.cfg.MaxReplays, s.cfg.MaxReplaysPerAccount) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too_many_replays", fmt.Sprintf(
+			"too many replays and resends running: at most %d per account and %d in all; try again in a second",
+			s.cfg.MaxReplaysPerAccount, s.cfg.MaxReplays))
+		return
+	}
 	row, err := replay.ResendDelivery(r.Context(), be.Replay, req)
+	s.replays.release(who)
 	switch {
 	case errors.Is(err, replay.ErrDeliveryNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "delivery "+d.ID+" not found")
@@ -131,6 +143,6 @@ func (s *V1) resendDelivery(w http.ResponseWriter, r *http.Request, c caller) {
 		s.internal(w, r, err)
 	default:
 		w.Header().Set("Location", "/v1/replays/"+url.PathEscape(row.ID))
-		writeJSON(w, http.StatusCreated, row)
+		writeJSON(w, http.StatusCreated, c.view(row))
 	}
 }

@@ -124,4 +124,13 @@ func TestDeliveryResend(t *testing.T) {
 	require.Equal(t, "endpoint_disabled", e.Error.Code)
 	require.Equal(t, 201, b.do(t, b.tokA, "POST", "/v1/deliveries/"+id+"/resend", `{"force":true}`, &row))
 	require.Equal(t, "resend of delivery "+id, row.Reason)
+
+	// A resend takes a replay slot while it runs: none free, 429.
+	for range b.api.cfg.MaxReplaysPerAccount {
+		require.True(t, b.api.replays.acquire("acct_a", b.api.cfg.MaxReplays, b.api.cfg.MaxReplaysPerAccount))
+	}
+	require.Equal(t, 429, b.do(t, b.tokA, "POST", "/v1/deliveries/"+id+"/resend", `{"force":true}`, &e))
+	require.Equal(t, "too_many_replays", e.Error.Code)
+	b.api.replays.release("acct_a")
+	require.Equal(t, 201, b.do(t, b.tokA, "POST", "/v1/deliveries/"+id+"/resend", `{"force":true}`, nil))
 }
