@@ -14,14 +14,18 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// recordPositions writes where each delivery's record is on the deliveries
-// topic, once: the first record read (the router's, a test event's) keeps
-// its place, and a replayed copy of it never moves it. Only the row of the
-// record's own account is touched.
-func recordPositions(ctx context.Context, q execer, ds []PendingDelivery) error {
-	var ids, accounts, topics []string
-	var parts []int32
-	var offsets []int64
+// batchPositions is, as a subquery, the record positions of a batch's
+// pending rows given as positionArgs ($1..$5): one per delivery and
+// account, the lowest offset (a batch may hold a record and its replay).
+const batchPositions = `SELECT DISTINCT ON (id, account) id, account, topic, part, off
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[]) AS u(id, account, topic, part, off)
+	ORDER BY id, account, off`
+
+// positionArgs are the arguments of batchPositions: the known positions
+// of ds.
+func positionArgs(ds []PendingDelivery) []any {
+	ids, accounts, topics := []string{}, []string{}, []string{}
+	parts, offsets := []int32{}, []int64{}
 	for _, d := range ds {
 		if d.Topic == "" {
 			continue
@@ -29,19 +33,27 @@ func recordPositions(ctx context.Context, q execer, ds []PendingDelivery) error 
 		ids, accounts, topics = append(ids, d.ID), append(accounts, d.Account), append(topics, d.Topic)
 		parts, offsets = append(parts, d.Partition), append(offsets, d.Offset)
 	}
-	if len(ids) == 0 {
+	return []any{ids, accounts, topics, parts, offsets}
+}
+
+// recordPositions writes where each delivery's record is on the deliveries
+// topic into the rows that have none yet: rows created before their
+// record was read (or before hookd kept positions). Rows inserted with
+// their position (writePending, insertDeliveries) are not written again.
+// The first record read (the router's, a test event's) keeps its place; a
+// replayed copy never moves it. Only the row of the record's own account
+// is touched.
+func recordPositions(ctx context.Context, q execer, ds []PendingDelivery) error {
+	args := positionArgs(ds)
+	if len(args[0].([]string)) == 0 {
 		return nil
 	}
-	// DISTINCT ON: a batch may hold a delivery's record and its replay;
-	// the lower offset is the earlier record.
 	_, err := q.Exec(ctx, `UPDATE webhooks.deliveries d
 		SET record_topic = t.topic, record_partition = t.part, record_offset = t.off
-		FROM (SELECT DISTINCT ON (id, account) * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[])
-			AS u(id, account, topic, part, off) ORDER BY id, account, off) t
-		WHERE d.id = t.id AND d.account = t.account AND d.record_topic IS NULL`,
-		ids, accounts, topics, parts, offsets)
+		FROM (`+batchPositions+`) t
+		WHERE d.id = t.id AND d.account = t.account AND d.record_topic IS NULL`, args...)
 	if err != nil {
-		return wrapWriteError(fmt.Sprintf("recording the positions of %d delivery records", len(ids)), err)
+		return wrapWriteError(fmt.Sprintf("recording the positions of %d delivery records", len(ds)), err)
 	}
 	return nil
 }
