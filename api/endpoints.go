@@ -87,26 +87,17 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	if e.ID == "" {
 		e.ID = endpoint.NewID()
 	}
-	if norm, err := endpoint.NormalizeURL(e.URL); err == nil {
-		// The host as a client dials it: the address check judges it and
-		// the store keeps it (Validate reports a bad URL below).
-		e.URL = norm
-	}
 	secret := in.Secret
 	if secret == "" {
 		secret = endpoint.NewSecret()
 	}
 	e.Secrets = []string{secret}
-	if err := e.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid", err.Error())
-		return
-	}
-	if !s.checkDestination(w, r, e.URL) {
-		return
-	}
-	if len(in.EventTypes) == 0 {
-		// No silent "everything": the caller says what it subscribes to.
-		writeError(w, http.StatusBadRequest, "invalid", `event_types: required: the event types to receive, or ["*"] for all`)
+	if err := CheckNewEndpoint(r.Context(), s.resolver, s.cfg.AllowPrivateNetworks, &e); err != nil {
+		msg := err.Error()
+		if errors.Is(err, ssrf.ErrRefused) {
+			msg += "; hookd refuses private destinations unless started with --allow-private-networks"
+		}
+		writeError(w, http.StatusBadRequest, "invalid", msg)
 		return
 	}
 	out, err := be.Store.CreateEndpoint(r.Context(), e)

@@ -210,6 +210,8 @@ var routes = []route{
 	{method: "GET", path: "/v1/endpoints/{id}/deliveries", handle: (*V1).listDeliveries},
 	{method: "POST", path: "/v1/endpoints/{id}/resend", handle: (*V1).resend},
 	{method: "GET", path: "/v1/deliveries/{id}", handle: (*V1).getDelivery},
+	{method: "GET", path: "/v1/deliveries/{id}/payload", handle: (*V1).deliveryPayload},
+	{method: "POST", path: "/v1/deliveries/{id}/resend", handle: (*V1).resendDelivery},
 	{method: "GET", path: "/v1/events/{id}/deliveries", handle: (*V1).eventDeliveries},
 	{method: "GET", path: "/v1/dead-letters", handle: (*V1).listDeadLetters},
 	{method: "POST", path: "/v1/replays", handle: (*V1).createReplay},

@@ -299,7 +299,7 @@ func insertDeliveries(oneEach bool) string {
 	return deliverySource(false, oneEach) + `
 INSERT INTO webhooks.deliveries AS d (id, event_id, endpoint_id, account, event_type, status, attempts,
 	last_status_code, last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset,
-	event_created_at, delivered_at, last_attempt_at, ` + inlineColumns + `)
+	event_created_at, delivered_at, last_attempt_at, ` + inlineColumns + `, record_topic, record_partition, record_offset)
 SELECT s.delivery_id, s.event_id, s.endpoint_id, s.account, s.event_type, COALESCE(s.new_status, 'pending'), s.made_count,
 	s.status_code, s.last_error,
 	CASE WHEN s.new_status = 'retrying' THEN s.next_due_at END,
@@ -310,8 +310,8 @@ SELECT s.delivery_id, s.event_id, s.endpoint_id, s.account, s.event_type, COALES
 	s.event_created_at,
 	CASE WHEN s.new_status = 'delivered' THEN s.finished_at END,
 	CASE WHEN s.new_status IS NOT NULL THEN s.started_at END,
-	` + inlineValues + `
-FROM src s
+	` + inlineValues + `, pos.topic, pos.part, pos.off
+FROM src s LEFT JOIN (` + batchPositions + `) pos ON pos.id = s.delivery_id AND pos.account = s.account
 ORDER BY s.delivery_id`
 }
 
@@ -596,7 +596,13 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 			{"recording endpoint health", upsertEndpointHealth},
 			{"updating failing_since", updateFailingSince},
 		} {
-			if _, err := tx.Exec(ctx, step.sql, planEach); err != nil {
+			args := []any{planEach}
+			if step.sql == insertDeliveriesSQL[oneEach] {
+				// The rows inserted here hold their record's position from
+				// the start: no second write (recordPositions finds none).
+				args = append(args, positionArgs(p.Pending)...)
+			}
+			if _, err := tx.Exec(ctx, step.sql, args...); err != nil {
 				if isUniqueViolation(err) && step.sql == insertDeliveriesSQL[oneEach] {
 					return res, &writeStepError{msg: "creating delivery rows: another writer created one meanwhile (" + oneLine(err) + "); retrying finds it", err: err}
 				}
@@ -616,6 +622,9 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 		return res, err
 	}
 	res.Mismatched = append(res.Mismatched, pm...)
+	if err := recordPositions(ctx, tx, p.Pending); err != nil {
+		return res, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return WriteAttemptsResult{Inserted: map[string]bool{}}, wrapWriteError("committing attempt batch", err)
 	}

@@ -17,6 +17,11 @@ type PendingDelivery struct {
 	Account      string
 	EventType    string
 	EventCreated time.Time
+	// Topic, Partition and Offset locate the delivery record this row
+	// comes from (Delivery.RecordTopic); Topic "" when unknown.
+	Topic     string
+	Partition int32
+	Offset    int64
 }
 
 // InsertPendingDeliveries is WritePendingDeliveries for callers with no
@@ -37,7 +42,11 @@ func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDeliver
 // are written as their own account's rows, which never list under that
 // endpoint (ListDeliveries scopes by the endpoint's account).
 func (s *Store) WritePendingDeliveries(ctx context.Context, ds []PendingDelivery) ([]AccountMismatch, error) {
-	return writePending(ctx, s.pool, ds, pendingAll)
+	ms, err := writePending(ctx, s.pool, ds, pendingAll)
+	if err != nil {
+		return ms, err
+	}
+	return ms, recordPositions(ctx, s.pool, ds)
 }
 
 // rowsQuerier is a pool or a transaction.
@@ -59,12 +68,16 @@ const (
 // writePendingSQL inserts the rows selected by the filter %s; the final
 // SELECT sees the rows as they were before this INSERT.
 const writePendingSQL = `WITH input AS (
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
-			AS t(id, event_id, endpoint_id, account, event_type, event_created_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
+			$7::text[], $8::int[], $9::bigint[])
+			AS t(id, event_id, endpoint_id, account, event_type, event_created_at, record_topic, record_partition, record_offset)
 		WHERE %s
 	), ins AS (
-		INSERT INTO webhooks.deliveries (id, event_id, endpoint_id, account, event_type, event_created_at)
-		SELECT * FROM input
+		INSERT INTO webhooks.deliveries (id, event_id, endpoint_id, account, event_type, event_created_at,
+			record_topic, record_partition, record_offset)
+		SELECT id, event_id, endpoint_id, account, event_type, event_created_at, NULLIF(record_topic, ''),
+			CASE WHEN record_topic <> '' THEN record_partition END, CASE WHEN record_topic <> '' THEN record_offset END
+		FROM input
 		ON CONFLICT (id) DO NOTHING
 	), checked AS (
 		SELECT i.id, i.endpoint_id, i.account, COALESCE(
@@ -84,11 +97,14 @@ func writePending(ctx context.Context, q rowsQuerier, ds []PendingDelivery, filt
 	accounts := make([]string, len(ds))
 	types := make([]string, len(ds))
 	created := make([]time.Time, len(ds))
+	topics, parts, offsets := make([]string, len(ds)), make([]int32, len(ds)), make([]int64, len(ds))
 	for i, d := range ds {
 		ids[i], events[i], endpoints[i], accounts[i], types[i], created[i] =
 			d.ID, d.EventID, d.EndpointID, d.Account, d.EventType, d.EventCreated
+		topics[i], parts[i], offsets[i] = d.Topic, d.Partition, d.Offset
 	}
-	rows, err := q.Query(ctx, fmt.Sprintf(writePendingSQL, filter), planEach, ids, events, endpoints, accounts, types, created)
+	rows, err := q.Query(ctx, fmt.Sprintf(writePendingSQL, filter), planEach, ids, events, endpoints, accounts, types, created,
+		topics, parts, offsets)
 	if err != nil {
 		return nil, wrapWriteError(fmt.Sprintf("inserting %d pending deliveries", len(ds)), err)
 	}

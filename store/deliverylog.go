@@ -31,6 +31,12 @@ type Delivery struct {
 	UpdatedAt      time.Time  `json:"updated_at"`
 	DeliveredAt    *time.Time `json:"delivered_at,omitempty"`
 	LastAttemptAt  *time.Time `json:"last_attempt_at,omitempty"`
+	// RecordTopic, RecordPartition and RecordOffset locate the delivery's
+	// record on the deliveries topic, where its payload is read while
+	// retention keeps it; empty for rows written before hookd kept them.
+	RecordTopic     string `json:"record_topic,omitempty"`
+	RecordPartition *int32 `json:"record_partition,omitempty"`
+	RecordOffset    *int64 `json:"record_offset,omitempty"`
 }
 
 // Attempt is one row of the attempt log.
@@ -57,18 +63,19 @@ type Attempt struct {
 
 const deliveryColumns = `id, event_id, endpoint_id, account, event_type, status, attempts, last_status_code,
 	last_error, next_due_at, dead_reason, dlq_topic, dlq_partition, dlq_offset, event_created_at, created_at,
-	updated_at, delivered_at, last_attempt_at`
+	updated_at, delivered_at, last_attempt_at, record_topic, record_partition, record_offset`
 
 func scanDelivery(row pgx.Row) (Delivery, error) {
 	var (
 		d                                 Delivery
 		code                              *int32
 		lastErr, deadReason, dlqTopic     *string
+		recTopic                          *string
 		nextDue, deliveredAt, lastAttempt *time.Time
 	)
 	err := row.Scan(&d.ID, &d.EventID, &d.EndpointID, &d.Account, &d.EventType, &d.Status, &d.Attempts, &code,
 		&lastErr, &nextDue, &deadReason, &dlqTopic, &d.DLQPartition, &d.DLQOffset, &d.EventCreatedAt, &d.CreatedAt,
-		&d.UpdatedAt, &deliveredAt, &lastAttempt)
+		&d.UpdatedAt, &deliveredAt, &lastAttempt, &recTopic, &d.RecordPartition, &d.RecordOffset)
 	if err != nil {
 		return d, translate(err)
 	}
@@ -76,6 +83,7 @@ func scanDelivery(row pgx.Row) (Delivery, error) {
 		d.LastStatusCode = int(*code)
 	}
 	d.LastError, d.DeadReason, d.DLQTopic = deref(lastErr), deref(deadReason), deref(dlqTopic)
+	d.RecordTopic = deref(recTopic)
 	d.NextDueAt, d.DeliveredAt, d.LastAttemptAt = nextDue, deliveredAt, lastAttempt
 	return d, nil
 }

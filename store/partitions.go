@@ -21,7 +21,8 @@ type PartitionResult struct {
 // partition that ends before now - retention, moving the horizon of the
 // attempts delivery rows hold (webhooks.attempt_horizon) past its day.
 // That hides those attempts from the log; ClearExpiredHeldAttempts erases
-// them from the delivery rows. It is idempotent and cheap; hookd runs it at
+// them from the delivery rows. It also prunes webhooks.replay_sends older
+// than the retention. It is idempotent and cheap; hookd runs it at
 // start-up and then hourly.
 func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ahead int, retention time.Duration) (PartitionResult, error) {
 	var res PartitionResult
@@ -77,6 +78,11 @@ func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ah
 			return res, fmt.Errorf("moving the attempt log horizon past %s: %s", name, oneLine(err))
 		}
 		res.Dropped = append(res.Dropped, name)
+	}
+	// Replays' records of what they sent are kept as long as the attempts
+	// they led to.
+	if _, err := conn.Exec(ctx, `DELETE FROM webhooks.replay_sends WHERE sent_at < $1`, cutoff); err != nil {
+		return res, fmt.Errorf("pruning replay sends: %s", oneLine(err))
 	}
 	return res, nil
 }

@@ -223,6 +223,9 @@ type deliveryView struct {
 	// sent (the newest attempt that made a request): shown even when the
 	// payload itself is no longer retained.
 	SentSHA256 string
+	// Retention and DLQRetention are how long the deliveries and
+	// dead-letter topics keep records.
+	Retention, DLQRetention time.Duration
 }
 
 // sentDigest is the newest recorded body digest of as.
@@ -244,7 +247,8 @@ func (h *Handler) deliveryPage(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	v := deliveryView{D: d, Attempts: as, Ev: h.deadLetter(r.Context(), d), SentSHA256: sentDigest(as)}
+	v := deliveryView{D: d, Attempts: as, Ev: h.payload(r.Context(), d), SentSHA256: sentDigest(as),
+		Retention: h.cfg.Topics.Retention, DLQRetention: h.cfg.Topics.DLQRetention}
 	v.Endpoint, err = h.endpointFor(r.Context(), s, d.EndpointID)
 	if errors.Is(err, errNotFound) {
 		v.Gone, err = true, nil
@@ -360,4 +364,42 @@ func (h *Handler) startReplay(w http.ResponseWriter, r *http.Request, s *session
 	h.audit(r.Context(), s, "replay", row.ID, req.Reason)
 	return h.redirect(w, r, s, back, notice{Text: "Replay " + row.ID + " started: each dead letter goes out again with the same webhook-id as before, a fresh timestamp and signature.",
 		Link: "/portal/replays", LinkText: "Follow it in the replay audit"})
+}
+
+// deliveryResend sends one delivery again, whatever its state: the same
+// webhook-id and body, a fresh timestamp and signature, through the
+// deliveries topic, audited as a replay of kind delivery.
+func (h *Handler) deliveryResend(w http.ResponseWriter, r *http.Request, s *session) error {
+	d, err := h.deliveryFor(r.Context(), s, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	reason, err := reasonOf(r)
+	if err != nil {
+		return err
+	}
+	back := "/portal/deliveries/" + d.ID
+	be, _ := h.backend()
+	row, err := replay.ResendDelivery(r.Context(), be.Replay, replay.DeliveryResend{Account: s.Account, DeliveryID: d.ID,
+		Actor: s.Actor(), Reason: reason, PayloadTimeout: h.cfg.PayloadTimeout})
+	switch {
+	case errors.Is(err, replay.ErrEndpointDisabled):
+		return h.redirect(w, r, s, back, notice{Error: true, Text: "The endpoint is disabled: enable it first, then resend. Nothing was sent."})
+	case errors.Is(err, replay.ErrEndpointNotFound):
+		return h.redirect(w, r, s, back, notice{Error: true, Text: "The endpoint was deleted: there is nowhere to resend this delivery."})
+	case errors.Is(err, replay.ErrPayloadExpired), errors.Is(err, replay.ErrPayloadUnknown),
+		errors.Is(err, replay.ErrPayloadMismatch), errors.Is(err, replay.ErrPayloadUnavailable):
+		return h.redirect(w, r, s, back, notice{Error: true, Text: "Nothing was sent. " + h.payloadWhy(r.Context(), d, err)})
+	case errors.Is(err, replay.ErrInvalid):
+		return badInput("%v", err)
+	case err != nil && row.ID == "":
+		return err
+	case err != nil:
+		return h.redirect(w, r, s, back, notice{Error: true, Text: "Resend " + row.ID + " failed: " + row.Error,
+			Link: "/portal/replays", LinkText: "Replay audit"})
+	}
+	h.audit(r.Context(), s, "resend", row.ID, reason)
+	return h.redirect(w, r, s, back, notice{Text: "Resent (" + row.ID + "): the same webhook-id " + d.EventID +
+		" as before, a fresh timestamp and signature. Its attempts appear below as they are made.",
+		Link: "/portal/replays", LinkText: "Replay audit"})
 }

@@ -9,73 +9,77 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookd/hookd/deadletter"
+	"github.com/hookd/hookd/deadletter/replay"
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/store"
 )
 
-// errNotRetained: the record is no longer in Kafka (retention), or Kafka
-// did not answer in time.
-var errNotRetained = errors.New("not retained")
-
-// readRecord fetches the record at topic/partition/offset, within the
-// payload timeout.
-func (h *Handler) readRecord(ctx context.Context, topic string, partition int32, offset int64) (*kgo.Record, error) {
-	be, _ := h.backend()
-	cl, err := kgo.NewClient(append(slices.Clip(be.Replay.KafkaOpts),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(offset)}}),
-		// Records of an aborted router transaction were never delivered.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchMaxPartitionBytes(1<<20))...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.PayloadTimeout)
-	defer cancel()
-	for {
-		fs := cl.PollRecords(ctx, 10)
-		if ctx.Err() != nil {
-			return nil, errNotRetained
-		}
-		var found *kgo.Record
-		past := false
-		fs.EachRecord(func(r *kgo.Record) {
-			switch {
-			case r.Offset == offset:
-				found = r
-			case r.Offset > offset:
-				past = true
-			}
-		})
-		if found != nil {
-			return found, nil
-		}
-		if past {
-			return nil, errNotRetained
-		}
-	}
-}
-
 // evidence is what the detail page shows of a delivery's payload.
 type evidence struct {
-	// Available is false when the payload is not retained any more (or
-	// was never kept: only dead letters are).
+	// Available is false when the payload cannot be shown; Why says why.
 	Available bool
 	Why       string
 	Pretty    string
 	Bytes     int
 	SHA256    string
-	DeadAt    time.Time
-	Prov      deadletter.Provenance
+	// FromDLQ: read from the delivery's dead letter (DeadAt, Prov), else
+	// from the deliveries topic.
+	FromDLQ bool
+	DeadAt  time.Time
+	Prov    deadletter.Provenance
 	// record is the dead letter itself, for a replay.
 	record *kgo.Record
+}
+
+// payload reads what the detail page shows of d's payload: a dead
+// letter's from the DLQ (with its provenance), any other's (or an expired
+// dead letter's) from the deliveries topic while retention keeps it.
+func (h *Handler) payload(ctx context.Context, d store.Delivery) evidence {
+	if d.Status == "dead" {
+		if ev := h.deadLetter(ctx, d); ev.Available {
+			return ev
+		}
+	}
+	be, _ := h.backend()
+	p, err := replay.ReadPayload(ctx, be.Replay, d, h.cfg.PayloadTimeout)
+	if err != nil {
+		return evidence{Why: h.payloadWhy(ctx, d, err)}
+	}
+	ev := evidence{Available: true, FromDLQ: p.DeadLetter}
+	if p.DeadLetter {
+		ev.DeadAt = p.Record.Timestamp.UTC()
+	}
+	ev.fill(p.Record)
+	return ev
+}
+
+// payloadWhy says plainly why d's payload cannot be shown.
+func (h *Handler) payloadWhy(ctx context.Context, d store.Delivery, err error) string {
+	switch {
+	case errors.Is(err, replay.ErrPayloadExpired):
+		return fmt.Sprintf("The payload has expired: the deliveries topic keeps records %s and the dead-letter topic %s, "+
+			"and this delivery's record is gone from Kafka.", formatDuration(h.cfg.Topics.Retention), formatDuration(h.cfg.Topics.DLQRetention))
+	case errors.Is(err, replay.ErrPayloadUnknown):
+		return "This delivery was logged before " + h.cfg.Name + " recorded where each payload is kept, so its payload cannot be shown."
+	case errors.Is(err, replay.ErrPayloadMismatch):
+		return "The record at this delivery's position is not this delivery's, so it is not shown."
+	}
+	h.logger.WarnContext(ctx, "portal: reading a payload", "delivery_id", d.ID, "error", err)
+	return "The payload cannot be read right now (Kafka did not answer in time); reload the page to try again."
+}
+
+// fill sets the shown body, size and digest from rec.
+func (ev *evidence) fill(rec *kgo.Record) {
+	ev.Bytes = len(rec.Value)
+	sum := sha256.Sum256(rec.Value)
+	ev.SHA256 = hex.EncodeToString(sum[:])
+	ev.Pretty = indentJSON(rec.Value)
 }
 
 // deadLetter reads the dead letter of d from the DLQ, checking that it is
@@ -83,12 +87,14 @@ type evidence struct {
 // another account's data.
 func (h *Handler) deadLetter(ctx context.Context, d store.Delivery) evidence {
 	if d.Status != "dead" || d.DLQTopic == "" || d.DLQPartition == nil || d.DLQOffset == nil {
-		return evidence{Why: "hookd keeps payloads in Kafka only: a dead-lettered delivery's payload is shown from " +
-			"its dead letter; this delivery is not dead-lettered, so its payload is not kept where the portal can read it."}
+		return evidence{Why: "This delivery is not dead-lettered."}
 	}
-	rec, err := h.readRecord(ctx, d.DLQTopic, *d.DLQPartition, *d.DLQOffset)
+	be, _ := h.backend()
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.PayloadTimeout)
+	defer cancel()
+	rec, err := replay.ReadRecord(rctx, be.Replay, d.DLQTopic, *d.DLQPartition, *d.DLQOffset)
 	if err != nil {
-		if !errors.Is(err, errNotRetained) {
+		if !errors.Is(err, replay.ErrPayloadExpired) {
 			h.logger.WarnContext(ctx, "portal: reading a dead letter", "delivery_id", d.ID, "error", err)
 		}
 		return evidence{Why: fmt.Sprintf("The dead letter is no longer retained (the dead-letter topic keeps records %s), "+
@@ -98,11 +104,9 @@ func (h *Handler) deadLetter(ctx context.Context, d store.Delivery) evidence {
 	if err != nil || dv.ID != d.ID || dv.Account != d.Account {
 		return evidence{Why: "The dead letter at this delivery's position is not this delivery's record."}
 	}
-	ev := evidence{Available: true, Bytes: len(rec.Value), DeadAt: rec.Timestamp.UTC(), record: rec}
-	sum := sha256.Sum256(rec.Value)
-	ev.SHA256 = hex.EncodeToString(sum[:])
+	ev := evidence{Available: true, FromDLQ: true, DeadAt: rec.Timestamp.UTC(), record: rec}
+	ev.fill(rec)
 	ev.Prov, _ = deadletter.Read(rec)
-	ev.Pretty = indentJSON(rec.Value)
 	return ev
 }
 

@@ -29,9 +29,12 @@ func (h *Handler) routes() []route {
 		{pattern: "POST /portal/endpoints/{id}/rotate", account: true, manage: true, handle: (*Handler).endpointRotate},
 		{pattern: "POST /portal/endpoints/{id}/test", account: true, manage: true, handle: (*Handler).endpointTest},
 		{pattern: "POST /portal/endpoints/{id}/recover", account: true, manage: true, handle: (*Handler).endpointRecover},
+		{pattern: "POST /portal/endpoints", account: true, manage: true, handle: (*Handler).endpointCreate},
+		{pattern: "POST /portal/endpoints/{id}/delete", account: true, manage: true, handle: (*Handler).endpointDelete},
 		{pattern: "GET /portal/deliveries", account: true, handle: (*Handler).deliveriesPage},
 		{pattern: "GET /portal/deliveries/{id}", account: true, handle: (*Handler).deliveryPage},
 		{pattern: "POST /portal/deliveries/{id}/replay", account: true, manage: true, handle: (*Handler).deliveryReplay},
+		{pattern: "POST /portal/deliveries/{id}/resend", account: true, manage: true, handle: (*Handler).deliveryResend},
 		{pattern: "GET /portal/replays", handle: (*Handler).replaysPage},
 		{pattern: "GET /portal/policy", handle: (*Handler).policyPage},
 	}

@@ -2,9 +2,11 @@
 // pages (html/template, CSS embedded, no JavaScript) where an account's
 // people, and support staff on their behalf, see endpoints and their health,
 // the delivery log, each delivery's attempts and payload, and the replay
-// audit, and act: edit, enable or disable an endpoint, rotate its secret,
-// send a test event, replay one dead letter or recover an endpoint's dead
-// letters since a time.
+// audit (with the operators' replays that sent the account's deliveries),
+// and act: create, edit, enable, disable or delete an endpoint (new ones
+// under the API's rules, api.CheckNewEndpoint), rotate its secret, send a
+// test event, resend any delivery, replay one dead letter or recover an
+// endpoint's dead letters since a time.
 //
 // Access is by one-time link (store.CreatePortalLink: hookctl portal link,
 // POST /v1/portal-links) exchanged for an HttpOnly session cookie, or by
@@ -16,9 +18,10 @@
 // allows an origin) and send no referrer.
 //
 // It never sends HTTP to endpoints and never writes Kafka except through the
-// paths every delivery takes: replays go through package replay, and a test
-// event is a delivery record on the deliveries topic, as the router writes
-// it. It never logs link or session tokens, nor secrets.
+// paths every delivery takes: replays and resends go through package
+// replay, and a test event is a delivery record on the deliveries topic, as
+// the router writes it. Payloads are read from Kafka (package replay's
+// ReadPayload), never stored. It never logs link or session tokens, nor secrets.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package portal

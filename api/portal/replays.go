@@ -19,6 +19,14 @@ func (h *Handler) replaysPage(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
+	// The operators' replays (hookctl, the admin token) that sent this
+	// account's deliveries: only their count of its deliveries is shown.
+	var byOperators []store.OperatorReplay
+	if account != store.AnyAccount {
+		if byOperators, err = h.store().ListOperatorReplays(r.Context(), account, s.EndpointID, 100); err != nil {
+			return err
+		}
+	}
 	var activity []store.PortalAuditEntry
 	if s.EndpointID == "" {
 		if activity, err = h.store().ListPortalAudit(r.Context(), account, 100); err != nil {
@@ -26,9 +34,10 @@ func (h *Handler) replaysPage(w http.ResponseWriter, r *http.Request, s *session
 		}
 	}
 	return h.render(w, r, http.StatusOK, "replays", view{Title: "Replays", Nav: "replays", S: s, Data: struct {
-		Replays  []store.Replay
-		Activity []store.PortalAuditEntry
-	}{rs, activity}})
+		Replays     []store.Replay
+		ByOperators []store.OperatorReplay
+		Activity    []store.PortalAuditEntry
+	}{rs, byOperators, activity}})
 }
 
 // tier is one row of the published retry schedule.

@@ -5,8 +5,6 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hookd/hookd/store"
 )
 
 // batch is one fetched batch of dead letters, decoded, with which of them
@@ -14,7 +12,7 @@ import (
 type batch struct {
 	recs     []*kgo.Record
 	entries  []Entry
-	resolved map[store.DeliveryKey]bool
+	resolved resolvedSet
 	err      error
 	done     chan struct{}
 }

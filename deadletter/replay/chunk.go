@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/store"
 )
 
 // defaultChunk is how many replayed records a run produces before it waits
@@ -22,6 +25,8 @@ type chunk struct {
 	cl      *kgo.Client
 	size    int
 	pending []*kgo.Record
+	// sends are the deliveries of pending, recorded once acknowledged.
+	sends []store.ReplaySend
 	// next is, per DLQ partition, the offset after the last record handled.
 	next map[int32]int64
 	// scanned, matched and skipped count the dead letters handled,
@@ -52,9 +57,10 @@ func (c *chunk) limitReached() bool {
 	return limit > 0 && c.r.row.Replayed+c.before+int64(len(c.pending)) >= limit
 }
 
-// add queues a replayed record and flushes the chunk when it is full.
-func (c *chunk) add(ctx context.Context, rec *kgo.Record) error {
+// add queues a replayed record of d and flushes the chunk when it is full.
+func (c *chunk) add(ctx context.Context, rec *kgo.Record, d *delivery.Delivery) error {
 	c.pending = append(c.pending, rec)
+	c.sends = append(c.sends, store.ReplaySend{Account: d.Account, DeliveryID: d.ID, EndpointID: d.EndpointID})
 	if len(c.pending) < c.size {
 		return nil
 	}
@@ -67,6 +73,12 @@ func (c *chunk) flush(ctx context.Context) error {
 	if err := c.produce(ctx); err != nil {
 		return err
 	}
+	// Before the progress: after a crash in between, the next run finds
+	// the records produced (recover) and records them again.
+	if err := c.r.deps.Store.RecordReplaySends(ctx, c.r.row.Account, c.r.row.ID, c.sends); err != nil {
+		return err
+	}
+	c.sends = c.sends[:0]
 	c.apply()
 	return c.r.save(ctx, "")
 }

@@ -54,7 +54,7 @@ func (d *dryRunner) batch(ctx context.Context, b *batch) error {
 	return nil
 }
 
-func (d *dryRunner) entry(ctx context.Context, e *Entry, resolved map[store.DeliveryKey]bool) error {
+func (d *dryRunner) entry(ctx context.Context, e *Entry, resolved resolvedSet) error {
 	reason, action, err := dryEntry(ctx, d.deps, d.req, d.eps, e, resolved)
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func (d *dryRunner) finish(ctx context.Context, filterJSON []byte) (Result, erro
 // dryEntry decides a dry run's action on one matching dead letter; reason
 // is empty when it would be replayed.
 func dryEntry(ctx context.Context, deps Deps, req Request, eps map[string]epState, e *Entry,
-	resolved map[store.DeliveryKey]bool) (reason, action string, err error) {
+	resolved resolvedSet) (reason, action string, err error) {
 	if e.Unreplayable != "" {
 		return SkipUnreplayable, "skip: " + e.Unreplayable, nil
 	}
@@ -118,7 +118,7 @@ func dryEntry(ctx context.Context, deps Deps, req Request, eps map[string]epStat
 	if reason = skipReason(e, s, req.Account); reason != "" {
 		return reason, "skip: " + skipText[reason], nil
 	}
-	if resolved[deliveryKey(e)] {
+	if resolved.has(e) {
 		return SkipAlreadyDelivered, "skip: " + skipText[SkipAlreadyDelivered], nil
 	}
 	return "", "replay", nil

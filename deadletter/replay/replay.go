@@ -13,8 +13,14 @@
 // operator's; any other is skipped as account_mismatch and never sent. A
 // dead letter is resolved once its delivery (same delivery id and account)
 // is in state delivered in webhooks.deliveries, for example after an
-// earlier replay or resend: requests skip it as already_delivered unless
-// they include resolved dead letters (looked up once per fetched batch).
+// earlier replay or resend, or once a replay or resend sent it again since
+// it was dead-lettered (by the replays' own record of what they sent,
+// webhooks.replay_sends, written once Kafka acknowledged a chunk): requests
+// skip it as already_delivered unless they include resolved dead letters
+// (looked up once per fetched batch). ReadPayload reads any delivery's
+// record (its payload) from the deliveries topic or its dead letter, and
+// ResendDelivery sends one delivery again whatever its state, audited as a
+// replay of kind delivery.
 // A run waits out a Kafka outage (an unreachable broker, retriable errors)
 // with backoff and one WARN line, then carries on from its saved progress;
 // only a permanent Kafka error (kafkaconn.Permanent) or its context ending
@@ -26,7 +32,8 @@
 // order, ahead.go for reading one batch ahead), run.go and chunk.go (a real
 // run), recover.go (what an interrupted run produced), outage.go (waiting
 // out Kafka), dryrun.go, skip.go
-// (why a dead letter is not replayed), pacer.go (--rate).
+// (why a dead letter is not replayed, resolved ones), pacer.go (--rate),
+// payload.go (reading a delivery's record), resend.go (one delivery).
 //
 // It never sends HTTP (the dispatcher does, through the normal path),
 // never holds more than two fetches (the batch being replayed and the next,
@@ -56,6 +63,8 @@ const HeaderSource = "hookd-replay-source"
 const (
 	KindDLQ    = "dlq"    // hookctl dlq replay, POST /v1/replays
 	KindResend = "resend" // hookctl endpoints resend, POST /v1/endpoints/{id}/resend
+	// KindDelivery resends one delivery, whatever its state (ResendDelivery).
+	KindDelivery = "delivery" // hookctl deliveries resend, POST /v1/deliveries/{id}/resend
 )
 
 // Skip reasons: why a matching dead letter was not replayed, the keys of

@@ -132,7 +132,7 @@ type runner struct {
 	total            int64
 	// resolved says which dead letters of the batch being handled are
 	// resolved.
-	resolved map[store.DeliveryKey]bool
+	resolved resolvedSet
 	// outage reports a Kafka outage the run waits out.
 	outage *outage
 }
@@ -286,6 +286,7 @@ func (r *runner) handle(ctx context.Context, c *chunk, pace *pacer, rec *kgo.Rec
 	case "replay":
 	case "replayed before":
 		c.before++
+		c.sends = append(c.sends, store.ReplaySend{Account: e.delivery.Account, DeliveryID: e.delivery.ID, EndpointID: e.delivery.EndpointID})
 		return nil
 	default:
 		c.skipped++
@@ -298,7 +299,7 @@ func (r *runner) handle(ctx context.Context, c *chunk, pace *pacer, rec *kgo.Rec
 	if err := pace.wait(ctx); err != nil {
 		return err
 	}
-	return c.add(ctx, r.record(rec, e.delivery))
+	return c.add(ctx, r.record(rec, e.delivery), e.delivery)
 }
 
 // action decides what to do with a matching dead letter: "replay",
@@ -332,7 +333,7 @@ func (r *runner) action(ctx context.Context, e *Entry) (action, reason string, e
 		r.skippedEPs[e.EndpointID] = skipText[reason]
 		return "skip: " + skipText[reason], reason, nil
 	}
-	if r.resolved[deliveryKey(e)] {
+	if r.resolved.has(e) {
 		return "skip: " + skipText[SkipAlreadyDelivered], SkipAlreadyDelivered, nil
 	}
 	return "replay", "", nil

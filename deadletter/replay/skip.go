@@ -90,11 +90,27 @@ func deliveryKey(e *Entry) store.DeliveryKey {
 	return store.DeliveryKey{Account: e.Account, ID: e.DeliveryID}
 }
 
-// resolvedOf looks up, in one query, which of the dead letters of a batch
-// that match the request are resolved: their delivery was delivered since
-// (SkipAlreadyDelivered). Nil, without a query, when the request includes
-// resolved dead letters.
-func resolvedOf(ctx context.Context, deps Deps, req *Request, es []Entry) (map[store.DeliveryKey]bool, error) {
+// dlqPos is a dead letter's position on the DLQ topic.
+type dlqPos struct {
+	partition int32
+	offset    int64
+}
+
+// resolvedSet holds the resolved dead letters of a batch.
+type resolvedSet map[dlqPos]bool
+
+func (s resolvedSet) has(e *Entry) bool { return s[dlqPos{e.Partition, e.Offset}] }
+
+// resolvedOf looks up, in two queries, which of the dead letters of a
+// batch that match the request are resolved (SkipAlreadyDelivered): their
+// delivery was delivered since, or a replay or resend sent it again since
+// it was dead-lettered, by the replay's own record of what it sent
+// (webhooks.replay_sends, written once the broker acknowledged it). The
+// latter covers the seconds before the delivery log says delivered: a
+// resend right after a replay does not send again what the replay just
+// sent. Nil, without a query, when the request includes resolved dead
+// letters.
+func resolvedOf(ctx context.Context, deps Deps, req *Request, es []Entry) (resolvedSet, error) {
 	if req.IncludeResolved {
 		return nil, nil
 	}
@@ -105,5 +121,21 @@ func resolvedOf(ctx context.Context, deps Deps, req *Request, es []Entry) (map[s
 			keys = append(keys, deliveryKey(e))
 		}
 	}
-	return deps.Store.Delivered(ctx, keys)
+	delivered, err := deps.Store.Delivered(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	sent, err := deps.Store.LastReplaySends(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := resolvedSet{}
+	for i := range es {
+		e := &es[i]
+		k := deliveryKey(e)
+		if at, ok := sent[k]; delivered[k] || (ok && !at.Before(e.DeadAt)) {
+			out[dlqPos{e.Partition, e.Offset}] = true
+		}
+	}
+	return out, nil
 }

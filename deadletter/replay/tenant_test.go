@@ -80,10 +80,11 @@ func TestReplaySkipsAccountMismatch(t *testing.T) {
 		Filter: Filter{EndpointID: "ep_shared"}})
 	require.ErrorIs(t, err, ErrEndpointNotFound)
 
-	// An operator's replay or resend of the endpoint sends A's records only.
+	// An operator's replay or resend of the endpoint sends A's records only
+	// (the resend including those the replay just sent: resolved).
 	for _, req := range []Request{
 		{Actor: "ops", Reason: "outage"},
-		{Kind: KindResend, Actor: "ops", Reason: "resend", Filter: Filter{EndpointID: "ep_shared"}},
+		{Kind: KindResend, Actor: "ops", Reason: "resend", Filter: Filter{EndpointID: "ep_shared"}, IncludeResolved: true},
 	} {
 		res, err = Run(ctx, b.deps, req)
 		require.NoError(t, err)

@@ -2,7 +2,9 @@
 // consumes attempt records from the attempts topic and appends them to
 // Postgres in batches (moving delivery state and endpoint health on in the
 // same transaction), and writes the 'pending' row of every record on the
-// deliveries topic (so the router never waits on Postgres). The partition maintainer
+// deliveries topic (so the router never waits on Postgres), with the record's
+// topic, partition and offset (where the portal and the API read the
+// delivery's payload). The partition maintainer
 // is in package maintenance.
 //
 // The writer commits Kafka offsets only after the Postgres transaction has
@@ -497,7 +499,8 @@ func (w *Writer) decode(ctx context.Context, recs []*kgo.Record, now time.Time) 
 			}
 			w.hold.hold(&heldDelivery{
 				pending: store.PendingDelivery{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID,
-					Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated},
+					Account: d.Account, EventType: d.EventType, EventCreated: d.EventCreated,
+					Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset},
 				partition: kr.Partition, offset: kr.Offset, epoch: kr.LeaderEpoch, since: now,
 			})
 			continue

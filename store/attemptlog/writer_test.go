@@ -245,6 +245,24 @@ func TestWriterWritesPendingRowsFromDeliveries(t *testing.T) {
 			b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'p-d000' AND status = 'delivered'`) == 1
 	})
 	stop()
+	// Each row keeps where its record is (issue 32), the delivered one's
+	// too (written with its attempt).
+	first := map[string]string{}
+	for _, r := range recs {
+		d, err := delivery.Decode(r)
+		require.NoError(t, err)
+		first[d.ID] = fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)
+	}
+	positions := func() map[string]string {
+		got := map[string]string{}
+		rows, err := b.db.Store.Pool().Query(context.Background(), `SELECT id, record_topic || '/' || record_partition || '/' || record_offset FROM webhooks.deliveries`)
+		require.NoError(t, err)
+		var id, pos string
+		_, err = pgx.ForEachRow(rows, []any{&id, &pos}, func() error { got[id] = pos; return nil })
+		require.NoError(t, err)
+		return got
+	}
+	require.Equal(t, first, positions())
 
 	// The same records again (a replay of the topic): nothing changes.
 	require.NoError(t, b.producer.ProduceSync(ctx, recs...).FirstErr())
@@ -255,6 +273,7 @@ func TestWriterWritesPendingRowsFromDeliveries(t *testing.T) {
 	})
 	require.Equal(t, 5, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries`))
 	require.Equal(t, 1, b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'p-d000' AND status = 'delivered'`))
+	require.Equal(t, first, positions(), "a later copy of a record never moves its position")
 }
 
 func TestWriterSurvivesPostgresOutage(t *testing.T) {

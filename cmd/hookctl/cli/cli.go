@@ -41,7 +41,7 @@ type CLI struct {
 
 	Endpoints  EndpointsCmd  `cmd:"" help:"Manage webhook endpoints: add, list, show, update, disable, enable, rotate-secret, delete."`
 	Topics     TopicsCmd     `cmd:"" help:"Inspect hookd's Kafka topics."`
-	Deliveries DeliveriesCmd `cmd:"" help:"The delivery log: list an endpoint's deliveries, show a delivery's attempt timeline."`
+	Deliveries DeliveriesCmd `cmd:"" help:"The delivery log: list an endpoint's deliveries, show a delivery's attempt timeline, resend one."`
 	DLQ        DLQCmd        `cmd:"" name:"dlq" help:"Dead letters: list, replay (resumable, audited), replay audit log."`
 	Tokens     TokensCmd     `cmd:"" help:"HTTP API tokens, one account each: create (shown once), list, revoke."`
 	Portal     PortalCmd     `cmd:"" help:"Delivery portal links: one-time URLs that open /portal/ for an account."`

@@ -16,6 +16,8 @@ import (
 type DeliveriesCmd struct {
 	List DeliveriesListCmd `cmd:"" help:"List an endpoint's (or an account's) deliveries, newest first."`
 	Show DeliveriesShowCmd `cmd:"" help:"Show a delivery (or every delivery of an event) with its attempt timeline."`
+	// Resend lives in resend.go.
+	Resend DeliveriesResendCmd `cmd:"" help:"Send one delivery again, whatever its state: same webhook-id, a fresh timestamp and signature; audited."`
 }
 
 // DeliveriesListCmd lists deliveries.

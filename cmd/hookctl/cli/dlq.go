@@ -210,7 +210,7 @@ type ReplayFlags struct {
 	Limit  int64   `name:"limit" default:"0" help:"Replay at most this many dead letters (0: all)."`
 	Force  bool    `name:"force" help:"Replay to disabled endpoints too."`
 	// IncludeResolved is part of the request (and of its derived id).
-	IncludeResolved bool   `name:"include-resolved" help:"Replay resolved dead letters too: those whose delivery was delivered since (by an earlier replay or resend). By default they are skipped as already delivered."`
+	IncludeResolved bool   `name:"include-resolved" help:"Replay resolved dead letters too: those whose delivery was delivered since, or sent again since by a replay or resend. By default they are skipped as already delivered."`
 	ReplayID        string `name:"replay-id" help:"Name the request (to resume it by id); by default the id is derived from actor, reason, filters, limit and --include-resolved, so re-running the same command resumes it."`
 }
 

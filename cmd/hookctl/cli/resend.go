@@ -46,3 +46,42 @@ func (c *EndpointsResendCmd) Run(ctx context.Context, g *Globals) error {
 		SinceSpec: c.Since, UntilSpec: c.Until}
 	return runReplay(ctx, g, req, c.ReplayFlags)
 }
+
+// DeliveriesResendCmd sends one delivery again, whatever its state. It is
+// registered under `hookctl deliveries` (DeliveriesCmd).
+type DeliveriesResendCmd struct {
+	ID     string `arg:"" help:"Delivery id (dlv_...)."`
+	Reason string `name:"reason" help:"Why, for the audit log. Defaults to \"resend of delivery <id>\"."`
+	Actor  string `name:"actor" env:"HOOKD_ACTOR" help:"Who resends, for the audit log. Defaults to the OS user."`
+	Force  bool   `name:"force" help:"Resend to a disabled endpoint too."`
+}
+
+// Run implements `hookctl deliveries resend`.
+func (c *DeliveriesResendCmd) Run(ctx context.Context, g *Globals) error {
+	reason := c.Reason
+	if reason == "" {
+		reason = "resend of delivery " + c.ID
+	}
+	deps, done, err := replayDeps(ctx, g, true)
+	if err != nil {
+		return err
+	}
+	defer done()
+	row, err := replay.ResendDelivery(ctx, deps, replay.DeliveryResend{DeliveryID: c.ID,
+		Actor: ReplayFlags{Actor: c.Actor}.actor(), Reason: reason, Force: c.Force})
+	switch {
+	case errors.Is(err, replay.ErrDeliveryNotFound), errors.Is(err, replay.ErrPayloadExpired),
+		errors.Is(err, replay.ErrPayloadUnknown), errors.Is(err, replay.ErrPayloadMismatch):
+		return Usage(err)
+	case err != nil && row.ID != "":
+		return fmt.Errorf("resend %s failed: %w", row.ID, err)
+	case err != nil:
+		return replayError(err)
+	}
+	if g.JSON() {
+		return g.PrintJSON(row)
+	}
+	fmt.Fprintf(g.Out(), "resent %s as %s: same webhook-id, a fresh timestamp and signature (hookctl deliveries show %s follows it)\n",
+		c.ID, row.ID, c.ID)
+	return nil
+}

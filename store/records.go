@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// batchPositions is, as a subquery, the record positions of a batch's
+// pending rows given as positionArgs ($1..$5): one per delivery and
+// account, the lowest offset (a batch may hold a record and its replay).
+const batchPositions = `SELECT DISTINCT ON (id, account) id, account, topic, part, off
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[]) AS u(id, account, topic, part, off)
+	ORDER BY id, account, off`
+
+// positionArgs are the arguments of batchPositions: the known positions
+// of ds.
+func positionArgs(ds []PendingDelivery) []any {
+	ids, accounts, topics := []string{}, []string{}, []string{}
+	parts, offsets := []int32{}, []int64{}
+	for _, d := range ds {
+		if d.Topic == "" {
+			continue
+		}
+		ids, accounts, topics = append(ids, d.ID), append(accounts, d.Account), append(topics, d.Topic)
+		parts, offsets = append(parts, d.Partition), append(offsets, d.Offset)
+	}
+	return []any{ids, accounts, topics, parts, offsets}
+}
+
+// recordPositions writes where each delivery's record is on the deliveries
+// topic into the rows that have none yet: rows created before their
+// record was read (or before hookd kept positions). Rows inserted with
+// their position (writePending, insertDeliveries) are not written again.
+// The first record read (the router's, a test event's) keeps its place; a
+// replayed copy never moves it. Only the row of the record's own account
+// is touched.
+func recordPositions(ctx context.Context, q execer, ds []PendingDelivery) error {
+	args := positionArgs(ds)
+	if len(args[0].([]string)) == 0 {
+		return nil
+	}
+	_, err := q.Exec(ctx, `UPDATE webhooks.deliveries d
+		SET record_topic = t.topic, record_partition = t.part, record_offset = t.off
+		FROM (`+batchPositions+`) t
+		WHERE d.id = t.id AND d.account = t.account AND d.record_topic IS NULL`, args...)
+	if err != nil {
+		return wrapWriteError(fmt.Sprintf("recording the positions of %d delivery records", len(ds)), err)
+	}
+	return nil
+}
+
+// ReplaySend is one delivery a replay (or resend) produced.
+type ReplaySend struct {
+	Account, DeliveryID, EndpointID string
+}
+
+// RecordReplaySends records that replay id of scope (its audit row's
+// account, "" for an operator's) sent ss, after the broker acknowledged
+// them: the replay's own record of what it sent (LastReplaySends, the
+// portal's replay list). Recording the same send again changes only its
+// time.
+func (s *Store) RecordReplaySends(ctx context.Context, scope, id string, ss []ReplaySend) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	accounts, deliveries, endpoints := make([]string, len(ss)), make([]string, len(ss)), make([]string, len(ss))
+	for i, x := range ss {
+		accounts[i], deliveries[i], endpoints[i] = x.Account, x.DeliveryID, x.EndpointID
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO webhooks.replay_sends (account, delivery_id, endpoint_id, replay_scope, replay_id)
+		SELECT DISTINCT ON (a, d) a, d, e, $4, $5 FROM unnest($1::text[], $2::text[], $3::text[]) AS t(a, d, e)
+		ON CONFLICT (account, delivery_id, replay_scope, replay_id) DO UPDATE SET sent_at = now()`,
+		accounts, deliveries, endpoints, scope, id)
+	if err != nil {
+		return fmt.Errorf("recording what replay %s sent: %s", id, oneLine(err))
+	}
+	return nil
+}
+
+// LastReplaySends returns, of keys, when a replay or resend last sent each
+// delivery (absent: never).
+func (s *Store) LastReplaySends(ctx context.Context, keys []DeliveryKey) (map[DeliveryKey]time.Time, error) {
+	out := map[DeliveryKey]time.Time{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	accounts, ids := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		accounts[i], ids[i] = k.Account, k.ID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT r.account, r.delivery_id, max(r.sent_at) FROM webhooks.replay_sends r
+		JOIN unnest($1::text[], $2::text[]) AS k(account, id) ON r.account = k.account AND r.delivery_id = k.id
+		GROUP BY r.account, r.delivery_id`, accounts, ids)
+	if err != nil {
+		return nil, fmt.Errorf("looking up replayed deliveries: %s", oneLine(err))
+	}
+	var (
+		k  DeliveryKey
+		at time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&k.Account, &k.ID, &at}, func() error {
+		out[k] = at
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up replayed deliveries: %s", oneLine(err))
+	}
+	return out, nil
+}
+
+// OperatorReplay is an operator's replay as one account sees it in the
+// portal: only what concerns that account.
+type OperatorReplay struct {
+	Replay
+	// Sent counts the account's deliveries it sent (of the endpoint, for
+	// an endpoint's view).
+	Sent int64
+	// ForAccount: the operator named the account in the replay's filter,
+	// so its reason is about this account and is shown.
+	ForAccount bool
+}
+
+// ListOperatorReplays returns the operators' replays (hookctl, the admin
+// token) that sent deliveries of account (of endpointID, when set), or
+// whose filter names the account, newest first.
+func (s *Store) ListOperatorReplays(ctx context.Context, account, endpointID string, limit int) ([]OperatorReplay, error) {
+	rows, err := s.pool.Query(ctx, `WITH sent AS (
+			SELECT replay_id, count(*) AS n FROM webhooks.replay_sends
+			WHERE account = $1 AND replay_scope = '' AND ($2 = '' OR endpoint_id = $2) GROUP BY replay_id)
+		SELECT r.id, r.kind, r.actor, r.reason, r.account, r.filter, r.dry_run, r.matched, r.replayed, r.skipped,
+			r.status, r.error, r.progress, r.created_at, r.updated_at, r.finished_at, coalesce(sent.n, 0), coalesce(r.filter->>'account' = $1, false)
+		FROM webhooks.replays r LEFT JOIN sent ON sent.replay_id = r.id
+		WHERE r.account IS NULL AND NOT r.dry_run AND (sent.n IS NOT NULL
+			OR (r.filter->>'account' = $1 AND ($2 = '' OR r.filter->>'endpoint' = $2)))
+		ORDER BY r.created_at DESC, r.id LIMIT $3`, account, endpointID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing operator replays: %s", oneLine(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OperatorReplay, error) {
+		var (
+			o         OperatorReplay
+			acct, msg *string
+		)
+		err := row.Scan(&o.ID, &o.Kind, &o.Actor, &o.Reason, &acct, &o.Filter, &o.DryRun, &o.Matched, &o.Replayed,
+			&o.Skipped, &o.Status, &msg, &o.Progress, &o.CreatedAt, &o.UpdatedAt, &o.FinishedAt, &o.Sent, &o.ForAccount)
+		o.Account, o.Error = deref(acct), deref(msg)
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing operator replays: %s", oneLine(err))
+	}
+	return out, nil
+}
