@@ -78,7 +78,9 @@ func (s *Store) ListEventTypes(ctx context.Context) ([]eventtype.Type, error) {
 }
 
 // AllEventTypes is ListEventTypes, for eventtype.Catalog.
-func (s *Store) AllEventTypes(ctx context.Context) ([]eventtype.Type, error) { return s.ListEventTypes(ctx) }
+func (s *Store) AllEventTypes(ctx context.Context) ([]eventtype.Type, error) {
+	return s.ListEventTypes(ctx)
+}
 
 // ModifyEventType reads entry name under a row lock, lets change edit it,
 // validates the result and writes it back with a fresh updated_at. The

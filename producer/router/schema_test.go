@@ -81,4 +81,3 @@ func TestSchemaValidation(t *testing.T) {
 		})
 	}
 }
-
