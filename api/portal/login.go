@@ -34,6 +34,7 @@ func (h *Handler) routes() []route {
 		{pattern: "POST /portal/deliveries/{id}/replay", account: true, manage: true, handle: (*Handler).deliveryReplay},
 		{pattern: "GET /portal/replays", handle: (*Handler).replaysPage},
 		{pattern: "GET /portal/policy", handle: (*Handler).policyPage},
+		{pattern: "GET /portal/event-types", handle: (*Handler).catalogPage},
 	}
 }
 
