@@ -118,6 +118,23 @@ func TestAttemptHoursMatchLog(t *testing.T) {
 		require.InEpsilon(t, exact[1], ms(b.P99), 0.05, "p99 of hour %d", i)
 	}
 	require.EqualValues(t, 200, n)
+
+	// Endpoint stats since the middle of an hour: that part from the log,
+	// the whole hours from the rollup; the counts exact.
+	since := base.Add(90 * time.Minute)
+	var delivered, failed int64
+	var p50 float64
+	require.NoError(t, db.Store.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE outcome = 'delivered'), count(*) FILTER (WHERE outcome <> 'delivered'),
+		percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) FROM webhooks.attempts WHERE endpoint_id = 'ep1' AND started_at >= $1`, since).
+		Scan(&delivered, &failed, &p50))
+	stats, err := db.Store.PortalEndpointStats(ctx, "acct_1", []string{"ep1", "ep_none"}, since)
+	require.NoError(t, err)
+	require.Equal(t, delivered, stats["ep1"].Delivered)
+	require.Equal(t, failed, stats["ep1"].Failed)
+	require.EqualValues(t, 110, delivered+failed)
+	require.InEpsilon(t, p50, ms(stats["ep1"].P50), 0.05)
+	require.False(t, stats["ep1"].LastSuccessAt.IsZero())
+	require.Zero(t, stats["ep_none"])
 	require.EqualValues(t, 200/7+1, got[0].Failed+got[1].Failed+got[2].Failed+got[3].Failed)
 }
 

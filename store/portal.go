@@ -488,8 +488,9 @@ type EndpointStats struct {
 	// failed (retried, gone, permanent, refused); attempts that made no
 	// request (circuit open, deferred, skipped) count in neither.
 	Delivered, Failed int64
-	// P50 is the median duration of the attempts that made a request;
-	// zero when there were none.
+	// P50 is the median duration of the attempts that made a request,
+	// estimated from latency buckets (within 4.5%); zero when there were
+	// none.
 	P50 time.Duration
 	// LastSuccessAt and LastFailureAt are zero when none was ever seen.
 	LastSuccessAt, LastFailureAt time.Time
@@ -497,43 +498,88 @@ type EndpointStats struct {
 
 // PortalEndpointStats returns, for the endpoints ids of account, their
 // attempt counts and median latency since since, and their last success
-// and failure ever.
+// and failure ever. The counts are exact: the whole hours come from the
+// hourly rollup (webhooks.attempt_hours), the part of an hour after since
+// from the attempt log; the median is estimated from latency buckets
+// (latencyHist.percentile).
 func (s *Store) PortalEndpointStats(ctx context.Context, account string, ids []string, since time.Time) (map[string]EndpointStats, error) {
-	rows, err := s.pool.Query(ctx, `SELECT e.id,
-			COALESCE(a.delivered, 0), COALESCE(a.failed, 0), COALESCE(a.p50, 0), h.last_success_at, h.last_failure_at
-		FROM unnest($2::text[]) AS e(id)
-		LEFT JOIN webhooks.endpoint_health h ON h.endpoint_id = e.id
-		LEFT JOIN LATERAL (
-			SELECT count(*) FILTER (WHERE outcome IN `+sqlSuccess+`) AS delivered,
-				count(*) FILTER (WHERE outcome IN `+sqlFailures+`) AS failed,
-				percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms)
-					FILTER (WHERE outcome IN `+sqlSuccess+` OR outcome IN `+sqlFailures+`) AS p50
-			FROM webhooks.attempts
-			WHERE endpoint_id = e.id AND started_at >= $3 AND (account = $1 OR account IS NULL)
-		) a ON true`, account, ids, since)
+	out := make(map[string]EndpointStats, len(ids))
+	hists := map[string]latencyHist{}
+	wholeHours := since.Truncate(time.Hour)
+	if wholeHours.Before(since) {
+		wholeHours = wholeHours.Add(time.Hour)
+	}
+	rows, err := s.pool.Query(ctx, statsSQL, account, ids, since, wholeHours)
 	if err != nil {
 		return nil, fmt.Errorf("reading endpoint stats: %s", oneLine(err))
 	}
 	defer rows.Close()
-	out := map[string]EndpointStats{}
 	for rows.Next() {
 		var (
-			id               string
-			st               EndpointStats
-			p50              float64
-			success, failure *time.Time
+			id                string
+			bucket            int
+			delivered, failed int64
 		)
-		if err := rows.Scan(&id, &st.Delivered, &st.Failed, &p50, &success, &failure); err != nil {
+		if err := rows.Scan(&id, &bucket, &delivered, &failed); err != nil {
 			return nil, fmt.Errorf("reading endpoint stats: %s", oneLine(err))
 		}
-		st.P50 = time.Duration(p50 * float64(time.Millisecond))
-		st.LastSuccessAt, st.LastFailureAt = timeOrZero(success), timeOrZero(failure)
+		st := out[id]
+		st.Delivered, st.Failed = st.Delivered+delivered, st.Failed+failed
 		out[id] = st
+		if hists[id] == nil {
+			hists[id] = latencyHist{}
+		}
+		hists[id][bucket] += delivered + failed
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading endpoint stats: %s", oneLine(err))
 	}
-	return out, nil
+	for id, h := range hists {
+		st := out[id]
+		st.P50 = h.percentile(0.5)
+		out[id] = st
+	}
+	return out, s.lastOutcomes(ctx, ids, out)
+}
+
+// statsSQL sums, per endpoint and latency bucket, the attempts that made a
+// request: the rollup's whole hours from $4, the log's rows in [$3, $4).
+const statsSQL = `SELECT endpoint_id, bucket, sum(delivered)::bigint, sum(failed)::bigint FROM (
+		SELECT endpoint_id, bucket, delivered, failed FROM webhooks.attempt_hours
+		WHERE endpoint_id = ANY($2) AND hour >= $4 AND account IN ($1, '')
+		UNION ALL
+		SELECT endpoint_id, webhooks.latency_bucket(duration_ms),
+			(outcome IN ` + sqlSuccess + `)::int, (outcome IN ` + sqlFailures + `)::int
+		FROM webhooks.attempts
+		WHERE endpoint_id = ANY($2) AND started_at >= $3 AND started_at < $4 AND (account = $1 OR account IS NULL)
+			AND (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
+	) a
+	GROUP BY 1, 2`
+
+// lastOutcomes adds the last success and failure ever of ids to out.
+func (s *Store) lastOutcomes(ctx context.Context, ids []string, out map[string]EndpointStats) error {
+	rows, err := s.pool.Query(ctx, `SELECT endpoint_id, last_success_at, last_failure_at
+		FROM webhooks.endpoint_health WHERE endpoint_id = ANY($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("reading endpoint health: %s", oneLine(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id               string
+			success, failure *time.Time
+		)
+		if err := rows.Scan(&id, &success, &failure); err != nil {
+			return fmt.Errorf("reading endpoint health: %s", oneLine(err))
+		}
+		st := out[id]
+		st.LastSuccessAt, st.LastFailureAt = timeOrZero(success), timeOrZero(failure)
+		out[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading endpoint health: %s", oneLine(err))
+	}
+	return nil
 }
 
 // OutcomeCount is a number of attempts (by outcome class) or deliveries
