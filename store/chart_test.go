@@ -96,7 +96,7 @@ func TestAttemptHoursMatchLog(t *testing.T) {
 	}
 	read := func() string {
 		var out string
-		require.NoError(t, db.Store.Pool().QueryRow(ctx, `SELECT string_agg(format('%s %s %s %s %s', endpoint_id, hour, bucket, delivered, failed), ';' ORDER BY hour, bucket)
+		require.NoError(t, db.Store.Pool().QueryRow(ctx, `SELECT string_agg(format('%s %s %s %s %s', endpoint_id, hour, delivered, failed, latency), ';' ORDER BY hour)
 			FROM webhooks.attempt_hours WHERE account = 'acct_1'`).Scan(&out))
 		return out
 	}

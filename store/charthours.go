@@ -11,25 +11,39 @@ import (
 )
 
 // The hourly rollup of the attempt log (webhooks.attempt_hours, schema
-// version 18): per account, endpoint, UTC hour and latency bucket, the
-// delivered and failed attempts. WriteAttempts adds each batch's new
-// attempts in its own transaction; PortalChart reads only the rollup.
+// version 18): per account, endpoint and UTC hour, the delivered and
+// failed attempts and a latency histogram (bigint[] of counts indexed by
+// latency bucket + 1). WriteAttempts adds each batch's new attempts in its
+// own transaction; PortalChart and PortalEndpointStats read the rollup.
+
+// hoursOf renders the rollup rows of the attempts selected by where from
+// source: per account, endpoint and hour, counts and histogram.
+func hoursOf(account, source, where string) string {
+	return `SELECT account, endpoint_id, hour, sum(delivered)::bigint AS delivered, sum(failed)::bigint AS failed,
+	webhooks.hist(bucket, delivered + failed) AS latency
+FROM (
+	SELECT ` + account + ` AS account, endpoint_id, date_trunc('hour', started_at, 'UTC') AS hour,
+		webhooks.latency_bucket(duration_ms) AS bucket,
+		count(*) FILTER (WHERE outcome IN ` + sqlSuccess + `) AS delivered,
+		count(*) FILTER (WHERE outcome IN ` + sqlFailures + `) AS failed
+	FROM ` + source + `
+	WHERE ` + where + ` (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
+	GROUP BY 1, 2, 3, 4
+) b
+GROUP BY 1, 2, 3`
+}
 
 // addAttemptHours adds the fresh attempts of a staged batch to the rollup,
 // under the account they were logged under (as the attempt log keeps
 // them). Rows are upserted in key order, so two writers adding to the
 // same hours lock them in the same order and wait rather than deadlock.
-const addAttemptHours = `INSERT INTO webhooks.attempt_hours AS h (account, endpoint_id, hour, bucket, delivered, failed)
-SELECT account, endpoint_id, date_trunc('hour', started_at, 'UTC'), webhooks.latency_bucket(duration_ms),
-	count(*) FILTER (WHERE outcome IN ` + sqlSuccess + `),
-	count(*) FILTER (WHERE outcome IN ` + sqlFailures + `)
-FROM hookd_attempts_in
-WHERE fresh AND (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
-GROUP BY 1, 2, 3, 4
-ORDER BY 1, 2, 3, 4
-ON CONFLICT (account, endpoint_id, hour, bucket) DO UPDATE SET
+var addAttemptHours = `INSERT INTO webhooks.attempt_hours AS h (account, endpoint_id, hour, delivered, failed, latency)
+` + hoursOf("account", "hookd_attempts_in", "fresh AND") + `
+ORDER BY 1, 2, 3
+ON CONFLICT (account, endpoint_id, hour) DO UPDATE SET
 	delivered = h.delivered + EXCLUDED.delivered,
-	failed = h.failed + EXCLUDED.failed`
+	failed = h.failed + EXCLUDED.failed,
+	latency = webhooks.hist_merge(h.latency, EXCLUDED.latency)`
 
 // RebuildAttemptHours recomputes the hourly rollup from the attempt log,
 // in one transaction: what migration 18 does as its backfill. It is for
@@ -40,13 +54,8 @@ func (s *Store) RebuildAttemptHours(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM webhooks.attempt_hours`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO webhooks.attempt_hours (account, endpoint_id, hour, bucket, delivered, failed)
-		SELECT COALESCE(account, ''), endpoint_id, date_trunc('hour', started_at, 'UTC'), webhooks.latency_bucket(duration_ms),
-			count(*) FILTER (WHERE outcome IN `+sqlSuccess+`),
-			count(*) FILTER (WHERE outcome IN `+sqlFailures+`)
-		FROM webhooks.attempts
-		WHERE outcome IN `+sqlSuccess+` OR outcome IN `+sqlFailures+`
-		GROUP BY 1, 2, 3, 4`)
+		_, err := tx.Exec(ctx, `INSERT INTO webhooks.attempt_hours (account, endpoint_id, hour, delivered, failed, latency) `+
+			hoursOf("COALESCE(account, '')", "webhooks.attempts", ""))
 		return err
 	})
 	if err != nil {
@@ -65,8 +74,17 @@ func latencyBucketBounds(b int) (lo, hi float64) {
 	return 16 * math.Exp2(float64(b-16)/8), 16 * math.Exp2(float64(b-15)/8)
 }
 
-// latencyHist is a bucket's latency histogram: counts by latency bucket.
+// latencyHist is a latency histogram: counts by latency bucket.
 type latencyHist map[int]int64
+
+// add adds a histogram as the rollup stores it (counts indexed by bucket).
+func (h latencyHist) add(counts []int64) {
+	for b, n := range counts {
+		if n != 0 {
+			h[b] += n
+		}
+	}
+}
 
 // percentile estimates what percentile_cont(p) would give over the
 // durations counted in h: the k-th duration is taken as the middle of its

@@ -517,10 +517,10 @@ func (s *Store) PortalEndpointStats(ctx context.Context, account string, ids []s
 	for rows.Next() {
 		var (
 			id                string
-			bucket            int
 			delivered, failed int64
+			latency           []int64
 		)
-		if err := rows.Scan(&id, &bucket, &delivered, &failed); err != nil {
+		if err := rows.Scan(&id, &delivered, &failed, &latency); err != nil {
 			return nil, fmt.Errorf("reading endpoint stats: %s", oneLine(err))
 		}
 		st := out[id]
@@ -529,7 +529,7 @@ func (s *Store) PortalEndpointStats(ctx context.Context, account string, ids []s
 		if hists[id] == nil {
 			hists[id] = latencyHist{}
 		}
-		hists[id][bucket] += delivered + failed
+		hists[id].add(latency)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading endpoint stats: %s", oneLine(err))
@@ -542,19 +542,15 @@ func (s *Store) PortalEndpointStats(ctx context.Context, account string, ids []s
 	return out, s.lastOutcomes(ctx, ids, out)
 }
 
-// statsSQL sums, per endpoint and latency bucket, the attempts that made a
-// request: the rollup's whole hours from $4, the log's rows in [$3, $4).
-const statsSQL = `SELECT endpoint_id, bucket, sum(delivered)::bigint, sum(failed)::bigint FROM (
-		SELECT endpoint_id, bucket, delivered, failed FROM webhooks.attempt_hours
-		WHERE endpoint_id = ANY($2) AND hour >= $4 AND account IN ($1, '')
-		UNION ALL
-		SELECT endpoint_id, webhooks.latency_bucket(duration_ms),
-			(outcome IN ` + sqlSuccess + `)::int, (outcome IN ` + sqlFailures + `)::int
-		FROM webhooks.attempts
-		WHERE endpoint_id = ANY($2) AND started_at >= $3 AND started_at < $4 AND (account = $1 OR account IS NULL)
-			AND (outcome IN ` + sqlSuccess + ` OR outcome IN ` + sqlFailures + `)
-	) a
-	GROUP BY 1, 2`
+// statsSQL reads the rows of the attempts that made a request, per
+// endpoint: the rollup's whole hours from $4, and the log's rows in
+// [$3, $4) rolled up the same way (summed in Go).
+var statsSQL = `SELECT endpoint_id, delivered, failed, latency FROM webhooks.attempt_hours
+	WHERE endpoint_id = ANY($2) AND hour >= $4 AND account IN ($1, '')
+UNION ALL
+SELECT endpoint_id, delivered, failed, latency FROM (` +
+	hoursOf("''", "webhooks.attempts", "endpoint_id = ANY($2) AND started_at >= $3 AND started_at < $4 AND (account = $1 OR account IS NULL) AND") +
+	`) l`
 
 // lastOutcomes adds the last success and failure ever of ids to out.
 func (s *Store) lastOutcomes(ctx context.Context, ids []string, out map[string]EndpointStats) error {
@@ -756,10 +752,10 @@ func scanChart(rows pgx.Rows, out []ChartBucket, hists []latencyHist, at map[int
 	for rows.Next() {
 		var (
 			start             time.Time
-			bucket            int
 			delivered, failed int64
+			latency           []int64
 		)
-		if err := rows.Scan(&start, &bucket, &delivered, &failed); err != nil {
+		if err := rows.Scan(&start, &delivered, &failed, &latency); err != nil {
 			return err
 		}
 		i, found := at[start.Unix()]
@@ -768,17 +764,17 @@ func scanChart(rows pgx.Rows, out []ChartBucket, hists []latencyHist, at map[int
 		}
 		out[i].Delivered += delivered
 		out[i].Failed += failed
-		hists[i][bucket] += delivered + failed
+		hists[i].add(latency)
 	}
 	return rows.Err()
 }
 
-// chartSQL sums the hourly rollup per chart bucket and latency bucket: per
-// hour from $3 when $5 is empty, else per local day of zone $5. Rows of
-// attempts logged with no account (before schema version 5) have account
-// ” and are charted for the endpoint's account, as the log's were.
+// chartSQL reads the rollup's hours with the chart bucket of each (summed
+// in Go): per hour from $3 when $5 is empty, else per local day of zone
+// $5. Rows of attempts logged with no account (before schema version 5)
+// have an empty account and are charted for the endpoint's account, as the log's
+// were.
 const chartSQL = `SELECT CASE WHEN $5 = '' THEN date_bin('1 hour', hour, $3) ELSE date_trunc('day', hour, $5) END,
-		bucket, sum(delivered)::bigint, sum(failed)::bigint
+		delivered, failed, latency
 	FROM webhooks.attempt_hours
-	WHERE endpoint_id = ANY($2) AND hour >= $3 AND hour < $4 AND account IN ($1, '')
-	GROUP BY 1, 2`
+	WHERE endpoint_id = ANY($2) AND hour >= $3 AND hour < $4 AND account IN ($1, '')`

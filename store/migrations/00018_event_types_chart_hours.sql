@@ -8,8 +8,8 @@
 -- on. hookd checks that schema is a valid JSON Schema before every write;
 -- the CHECKs only keep the shapes readers rely on.
 --
--- attempt_hours: per account, endpoint, hour (UTC) and latency bucket, the
--- attempts that made a request: delivered and failed counts. The attempt-log
+-- attempt_hours: per account, endpoint and hour (UTC), the attempts that
+-- made a request: delivered and failed counts and a latency histogram. The attempt-log
 -- writer adds a batch's new attempts in the transaction that appends them
 -- (store.WriteAttempts); a 30-day chart of an account with a million
 -- attempts reads a few thousand rows instead of sorting a million
@@ -47,37 +47,76 @@ CREATE TRIGGER event_types_notify
 
 -- The latency bucket of a duration in ms: the ms below 16, then 8 buckets
 -- per doubling (bucket b >= 16 starts at 16 * 2^((b-16)/8) ms). Go mirrors
--- it in store.latencyBucketBounds.
+-- it in store.latencyBucketBounds. float8, not numeric: it runs for every
+-- attempt written.
 -- +goose StatementBegin
-CREATE FUNCTION webhooks.latency_bucket(ms integer) RETURNS smallint
+CREATE FUNCTION webhooks.latency_bucket(ms integer) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT (CASE WHEN ms < 16 THEN greatest(ms, 0) ELSE 16 + floor(8 * log(2.0, ms / 16.0)) END)::smallint
+    SELECT CASE WHEN ms < 16 THEN greatest(ms, 0) ELSE 16 + floor(8 * ln(ms / 16.0::float8) / ln(2.0::float8))::integer END
 $$;
 -- +goose StatementEnd
 
+-- A latency histogram is a bigint[] of counts indexed by bucket + 1.
+-- +goose StatementBegin
+CREATE FUNCTION webhooks.hist_add(h bigint[], bucket integer, n bigint) RETURNS bigint[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF h IS NULL THEN
+        h := '{}';
+    END IF;
+    IF cardinality(h) <= bucket THEN
+        h := h || array_fill(0::bigint, ARRAY[bucket + 1 - cardinality(h)]);
+    END IF;
+    h[bucket + 1] := h[bucket + 1] + n;
+    RETURN h;
+END;
+$$;
+-- +goose StatementEnd
+
+CREATE AGGREGATE webhooks.hist(integer, bigint) (SFUNC = webhooks.hist_add, STYPE = bigint[]);
+
+-- +goose StatementBegin
+CREATE FUNCTION webhooks.hist_merge(a bigint[], b bigint[]) RETURNS bigint[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT COALESCE(array_agg(COALESCE(a[i], 0) + COALESCE(b[i], 0) ORDER BY i), '{}')
+    FROM generate_series(1, greatest(cardinality(a), cardinality(b))) i
+$$;
+-- +goose StatementEnd
+
+-- One row per account, endpoint and UTC hour: a 30-day chart of three
+-- endpoints reads 2,160 rows.
 CREATE TABLE webhooks.attempt_hours (
     account     text        NOT NULL,
     endpoint_id text        NOT NULL,
     hour        timestamptz NOT NULL,
-    bucket      smallint    NOT NULL,
     delivered   bigint      NOT NULL DEFAULT 0,
     failed      bigint      NOT NULL DEFAULT 0,
-    PRIMARY KEY (account, endpoint_id, hour, bucket)
+    -- Attempts that made a request, by latency bucket.
+    latency     bigint[]    NOT NULL DEFAULT '{}',
+    PRIMARY KEY (account, endpoint_id, hour)
 );
 
 -- Backfill from the attempt log (both halves, through the view), with the
 -- outcome classes of store's sqlSuccess and sqlFailures at this version.
-INSERT INTO webhooks.attempt_hours (account, endpoint_id, hour, bucket, delivered, failed)
-SELECT COALESCE(account, ''), endpoint_id, date_trunc('hour', started_at, 'UTC'), webhooks.latency_bucket(duration_ms),
-    count(*) FILTER (WHERE outcome = 'delivered'),
-    count(*) FILTER (WHERE outcome IN ('retry', 'gone', 'permanent', 'refused'))
-FROM webhooks.attempts
-WHERE outcome IN ('delivered', 'retry', 'gone', 'permanent', 'refused')
-GROUP BY 1, 2, 3, 4;
+INSERT INTO webhooks.attempt_hours (account, endpoint_id, hour, delivered, failed, latency)
+SELECT account, endpoint_id, hour, sum(delivered), sum(failed), webhooks.hist(bucket, delivered + failed)
+FROM (
+    SELECT COALESCE(account, '') AS account, endpoint_id, date_trunc('hour', started_at, 'UTC') AS hour,
+        webhooks.latency_bucket(duration_ms) AS bucket,
+        count(*) FILTER (WHERE outcome = 'delivered') AS delivered,
+        count(*) FILTER (WHERE outcome IN ('retry', 'gone', 'permanent', 'refused')) AS failed
+    FROM webhooks.attempts
+    WHERE outcome IN ('delivered', 'retry', 'gone', 'permanent', 'refused')
+    GROUP BY 1, 2, 3, 4
+) b
+GROUP BY 1, 2, 3;
 
 -- +goose Down
 
 DROP TABLE webhooks.attempt_hours;
+DROP FUNCTION webhooks.hist_merge(bigint[], bigint[]);
+DROP AGGREGATE webhooks.hist(integer, bigint);
+DROP FUNCTION webhooks.hist_add(bigint[], integer, bigint);
 DROP FUNCTION webhooks.latency_bucket(integer);
 DROP TABLE webhooks.event_types;
 DROP FUNCTION webhooks.notify_event_type_change();
