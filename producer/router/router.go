@@ -21,6 +21,10 @@
 // size, limit, id, account and type when readable) rather than a copy: the
 // copy plus the dead-letter headers could exceed the record limit and be
 // refused forever, while the original stays readable at its origin offset.
+// With Deps.Schemas (hookd --validate-event-schemas) it also checks each
+// event's data against its type's JSON Schema from the event-type
+// catalogue, held in memory, and dead-letters a mismatch as
+// schema_violation.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package router
