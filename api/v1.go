@@ -218,6 +218,11 @@ var routes = []route{
 	{method: "GET", path: "/v1/replays", handle: (*V1).listReplays},
 	{method: "GET", path: "/v1/replays/{id}", handle: (*V1).getReplay},
 	{method: "POST", path: "/v1/portal-links", handle: (*V1).createPortalLink},
+	{method: "GET", path: "/v1/event-types", handle: (*V1).listEventTypes},
+	{method: "POST", path: "/v1/event-types", handle: (*V1).createEventType},
+	{method: "GET", path: "/v1/event-types/{id}", handle: (*V1).getEventType},
+	{method: "PATCH", path: "/v1/event-types/{id}", handle: (*V1).updateEventType},
+	{method: "DELETE", path: "/v1/event-types/{id}", handle: (*V1).deleteEventType},
 }
 
 // Routes mounts the API on mux (api.Deps.Routes).

@@ -77,6 +77,10 @@ func (s *Store) MaintainAttemptPartitions(ctx context.Context, now time.Time, ah
 		if _, err := conn.Exec(ctx, `UPDATE webhooks.attempt_horizon SET horizon = $1 WHERE horizon < $1`, day.AddDate(0, 0, 1)); err != nil {
 			return res, fmt.Errorf("moving the attempt log horizon past %s: %s", name, oneLine(err))
 		}
+		// So do that day's hours of the chart rollup.
+		if _, err := conn.Exec(ctx, `DELETE FROM webhooks.attempt_hours WHERE hour < $1`, day.AddDate(0, 0, 1)); err != nil {
+			return res, fmt.Errorf("pruning the hourly attempt rollup before %s: %s", name, oneLine(err))
+		}
 		res.Dropped = append(res.Dropped, name)
 	}
 	// Replays' records of what they sent are kept as long as the attempts

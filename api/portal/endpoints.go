@@ -104,6 +104,10 @@ type endpointView struct {
 	ResendSince string
 	// Confirm is the dry run of a recovery awaiting confirmation.
 	Confirm *recoverConfirm
+	// Catalog offers the catalogued event types in the settings form;
+	// FreeTypes are the endpoint's other types and patterns.
+	Catalog   []catalogChoice
+	FreeTypes []string
 }
 
 func (h *Handler) endpointPage(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -150,6 +154,9 @@ func (h *Handler) endpointData(r *http.Request, s *session) (endpointView, error
 	}
 	for _, sec := range e.Secrets {
 		v.Secrets = append(v.Secrets, clipN(sec, 10))
+	}
+	if v.Catalog, v.FreeTypes, err = h.catalogChoices(ctx, e.EventTypes); err != nil {
+		return v, err
 	}
 	v.ResendSince = formatTime(recoverSince(e, h.now()))
 	if rs := r.URL.Query().Get("resend_since"); rs != "" {
@@ -205,7 +212,7 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 	if err != nil {
 		return err
 	}
-	rawURL, desc, types := strings.TrimSpace(r.PostFormValue("url")), r.PostFormValue("description"), splitTypes(r.PostFormValue("event_types"))
+	rawURL, desc, types := strings.TrimSpace(r.PostFormValue("url")), r.PostFormValue("description"), formTypes(r)
 	rawURL, err = endpoint.NormalizeURL(rawURL) // the host as a client dials it, checked and stored
 	if err != nil {
 		return badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))

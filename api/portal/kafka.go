@@ -128,7 +128,10 @@ func (h *Handler) sendTest(ctx context.Context, e endpoint.Endpoint, eventType, 
 	_, _ = rand.Read(b[:])
 	evt := "evt_test_" + hex.EncodeToString(b[:])
 	now := h.now().UTC()
-	data, _ := json.Marshal(map[string]any{"test": true, "sent_from": "the " + h.cfg.Name + " delivery portal", "sent_by": actor})
+	data, err := h.testData(ctx, eventType, actor)
+	if err != nil {
+		return "", err
+	}
 	body, err := delivery.Body(evt, eventType, now, data)
 	if err != nil {
 		return "", err

@@ -37,6 +37,7 @@ func (h *Handler) routes() []route {
 		{pattern: "POST /portal/deliveries/{id}/resend", account: true, manage: true, handle: (*Handler).deliveryResend},
 		{pattern: "GET /portal/replays", handle: (*Handler).replaysPage},
 		{pattern: "GET /portal/policy", handle: (*Handler).policyPage},
+		{pattern: "GET /portal/event-types", handle: (*Handler).catalogPage},
 	}
 }
 

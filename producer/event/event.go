@@ -47,6 +47,10 @@ const (
 	ReasonInvalidType    Reason = "invalid_type"    // type not a string of printable ASCII without spaces or '*', or too long
 	ReasonInvalidData    Reason = "invalid_data"    // data present but not a JSON object, or not RFC 8259 text (bytes that are not UTF-8, an unpaired surrogate escape)
 	ReasonInvalidCreated Reason = "invalid_created" // created not an RFC 3339 string, or outside years 0000..9999 in UTC
+	// ReasonSchemaViolation: data does not match its type's JSON Schema in
+	// the event-type catalogue. Only the router reports it, and only with
+	// schema validation on (hookd router --validate-event-schemas).
+	ReasonSchemaViolation Reason = "schema_violation"
 )
 
 // Limits of the envelope's fields.

@@ -21,6 +21,10 @@
 // size, limit, id, account and type when readable) rather than a copy: the
 // copy plus the dead-letter headers could exceed the record limit and be
 // refused forever, while the original stays readable at its origin offset.
+// With Deps.Schemas (hookd --validate-event-schemas) it also checks each
+// event's data against its type's JSON Schema from the event-type
+// catalogue, held in memory, and dead-letters a mismatch as
+// schema_violation.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package router
@@ -42,6 +46,7 @@ import (
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/eventtype"
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/internal/topics"
@@ -67,6 +72,18 @@ type Matcher interface {
 }
 
 var _ Matcher = (*endpoint.Index)(nil)
+
+// SchemaValidator checks an event's data against its type's JSON Schema;
+// *eventtype.Catalog implements it from memory, never a query per event.
+type SchemaValidator interface {
+	// Validate returns nil for a valid event, or for a type without a
+	// schema; else an error naming the first violation.
+	Validate(eventType string, data []byte) error
+	// WaitReady blocks until the schemas are loaded or ctx ends.
+	WaitReady(ctx context.Context) error
+}
+
+var _ SchemaValidator = (*eventtype.Catalog)(nil)
 
 // Config configures a Router.
 type Config struct {
@@ -196,6 +213,11 @@ const MaxDedupeWindow = 7 * 24 * time.Hour
 type Deps struct {
 	// Endpoints is required.
 	Endpoints Matcher
+	// Schemas, when set, validates every event's data against its type's
+	// schema in the event-type catalogue: an event that does not match is
+	// dead-lettered with reason schema_violation. Nil (the default)
+	// validates nothing.
+	Schemas SchemaValidator
 	// KafkaOpts are the shared client options (seed brokers, logging,
 	// metrics); the router adds its consumer group options.
 	KafkaOpts []kgo.Opt
@@ -303,6 +325,9 @@ func (r *Router) Run(ctx context.Context) error {
 	case <-r.deps.Endpoints.Ready():
 	case <-ctx.Done():
 		return nil
+	}
+	if r.deps.Schemas != nil && r.deps.Schemas.WaitReady(ctx) != nil {
+		return nil // ctx ended
 	}
 	backoff := r.cfg.RetryBackoff
 	for {
@@ -451,6 +476,9 @@ func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) (handl
 				err = &event.InvalidError{Reason: event.ReasonInvalidData, Detail: err.Error()}
 			}
 		}
+		if err == nil {
+			err = r.checkSchema(env)
+		}
 		if err != nil {
 			dl, reason := r.deadLetter(rec, err)
 			b.out = append(b.out, dl)
@@ -487,6 +515,22 @@ func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) (handl
 	res.routed = b.routed
 	res.produceErr = r.produceOnce(ctx, l, b.out)
 	return res, nil
+}
+
+// checkSchema validates env's data against its type's schema when schema
+// validation is on; absent data is validated as null.
+func (r *Router) checkSchema(env event.Envelope) error {
+	if r.deps.Schemas == nil {
+		return nil
+	}
+	data := env.Data
+	if len(data) == 0 {
+		data = []byte("null")
+	}
+	if err := r.deps.Schemas.Validate(env.Type, data); err != nil {
+		return &event.InvalidError{Reason: event.ReasonSchemaViolation, Detail: err.Error()}
+	}
+	return nil
 }
 
 // committed counts a batch whose transaction committed and makes its

@@ -45,6 +45,7 @@ type CLI struct {
 	DLQ        DLQCmd        `cmd:"" name:"dlq" help:"Dead letters: list, replay (resumable, audited), replay audit log."`
 	Tokens     TokensCmd     `cmd:"" help:"HTTP API tokens, one account each: create (shown once), list, revoke."`
 	Portal     PortalCmd     `cmd:"" help:"Delivery portal links: one-time URLs that open /portal/ for an account."`
+	EventTypes EventTypesCmd `cmd:"" name:"event-types" help:"The event-type catalogue: list, show, create, update, delete (JSON Schema and example per type)."`
 }
 
 // Globals are the connection and output flags every command shares. They

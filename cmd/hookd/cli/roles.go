@@ -11,6 +11,7 @@ import (
 	"github.com/hookd/hookd/cmd/hookd/internal/daemon"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/eventtype"
 	"github.com/hookd/hookd/internal/topics"
 	"github.com/hookd/hookd/producer/relay"
 	"github.com/hookd/hookd/producer/router"
@@ -43,6 +44,10 @@ type RouterFlags struct {
 	DedupeWindow    time.Duration `name:"dedupe-window" default:"1h" env:"HOOKD_DEDUPE_WINDOW" help:"An event repeated on the events topic (same account and id, same partition) within this long of the first copy's record timestamp is dropped, not delivered again (1m..168h)."`
 	DedupeMaxKeys   int           `name:"dedupe-max-keys" default:"50000" env:"HOOKD_DEDUPE_MAX_KEYS" help:"Events remembered per events partition for --dedupe-window (about 150 bytes each); past it the oldest are forgotten first (at least 1000)."`
 	TransactionalID string        `name:"transactional-id" env:"HOOKD_TRANSACTIONAL_ID" help:"Kafka transactional id of this router: unique per running router, the same across its restarts. Default: hookd-router-<host name>."`
+	// ValidateEventSchemas is off by default: validation costs a parse of
+	// every event's data, and a catalogue schema written in haste would
+	// dead-letter real traffic.
+	ValidateEventSchemas bool `name:"validate-event-schemas" env:"HOOKD_VALIDATE_EVENT_SCHEMAS" help:"Validate each event's data against its type's JSON Schema in the event-type catalogue (/v1/event-types); an event that does not match is dead-lettered with reason schema_violation. Types without a schema, or not in the catalogue, pass."`
 }
 
 func (f RouterFlags) validate() error {
@@ -208,16 +213,37 @@ func (s *roleSet) routerRole() daemon.RoleFactory {
 		if err != nil {
 			return nil, err
 		}
-		r, err := router.New(router.Config{Topics: env.Names, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes,
-			DedupeWindow: s.router.DedupeWindow, DedupeMaxKeys: s.router.DedupeMaxKeys, TransactionalID: s.router.TransactionalID}, router.Deps{
+		deps := router.Deps{
 			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), ChangelogKafkaOpts: env.KafkaOpts,
 			Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
-		})
+		}
+		var catalog *eventtype.Catalog
+		if s.router.ValidateEventSchemas {
+			if catalog, err = eventtype.NewCatalog(eventtype.CatalogConfig{}, env.Store, env.Logger.With("role", "event-type-catalog")); err != nil {
+				return nil, err
+			}
+			deps.Schemas = catalog
+		}
+		r, err := router.New(router.Config{Topics: env.Names, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes,
+			DedupeWindow: s.router.DedupeWindow, DedupeMaxKeys: s.router.DedupeMaxKeys, TransactionalID: s.router.TransactionalID}, deps)
 		if err != nil {
 			return nil, fmt.Errorf("router: %w", err)
 		}
-		return roleFunc{"router", r.Run}, nil
+		if catalog == nil {
+			return roleFunc{"router", r.Run}, nil
+		}
+		return roleFunc{"router", func(ctx context.Context) error { return runBeside(ctx, catalog.Run, r.Run) }}, nil
 	}
+}
+
+// runBeside runs helper for as long as main runs, and returns main's error.
+func runBeside(ctx context.Context, helper, main func(context.Context) error) error {
+	hctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = helper(hctx) }) // returns nil when hctx ends; logs its own failures
+	defer wg.Wait()
+	defer cancel()
+	return main(ctx)
 }
 
 // dispatchEndpoints adapts the endpoint index to what the dispatcher reads.

@@ -1,0 +1,190 @@
+package eventtype
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Source is where a Catalog reads the catalogue from; *store.Store
+// implements it.
+type Source interface {
+	// AllEventTypes returns the whole catalogue.
+	AllEventTypes(ctx context.Context) ([]Type, error)
+	// ListenEventTypeChanges holds a connection listening for catalogue
+	// changes: once listening it calls onListening, then onChange with the
+	// name of every type inserted, updated or deleted, until ctx ends or
+	// the connection fails.
+	ListenEventTypeChanges(ctx context.Context, onListening func(context.Context) error, onChange func(name string)) error
+}
+
+// CatalogConfig configures a Catalog.
+type CatalogConfig struct {
+	// ResyncInterval is how often the catalogue is re-read even without
+	// notifications, a safety net for a silently dead LISTEN connection.
+	// Defaults to 5m.
+	ResyncInterval time.Duration
+	// RetryBackoff is the first pause after the listening connection
+	// fails; it doubles up to 30s. Defaults to 500ms.
+	RetryBackoff time.Duration
+}
+
+func (c *CatalogConfig) setDefaults() {
+	if c.ResyncInterval == 0 {
+		c.ResyncInterval = 5 * time.Minute
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 500 * time.Millisecond
+	}
+}
+
+func (c *CatalogConfig) validate() error {
+	switch {
+	case c.ResyncInterval < time.Second:
+		return fmt.Errorf("event-type catalog resync interval: must be at least 1s, got %s", c.ResyncInterval)
+	case c.RetryBackoff < time.Millisecond:
+		return fmt.Errorf("event-type catalog retry backoff: must be at least 1ms, got %s", c.RetryBackoff)
+	}
+	return nil
+}
+
+// Catalog is an in-memory copy of the catalogue's schemas, compiled, kept
+// fresh by LISTEN/NOTIFY with a full reload on every notification (the
+// catalogue is small and changes rarely) and every (re)connect. It is safe
+// for concurrent use; Validate never touches Postgres.
+type Catalog struct {
+	cfg    CatalogConfig
+	src    Source
+	logger *slog.Logger
+
+	mu      sync.RWMutex
+	schemas map[string]*Schema
+	// reloadMu serialises each read with the install of its result, so a
+	// slow reload never overwrites a newer one.
+	reloadMu sync.Mutex
+
+	readyOnce sync.Once
+	ready     chan struct{}
+	wake      chan struct{}
+}
+
+// NewCatalog returns an empty Catalog; Run fills it.
+func NewCatalog(cfg CatalogConfig, src Source, logger *slog.Logger) (*Catalog, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if src == nil {
+		return nil, errors.New("event-type catalog: no source")
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Catalog{cfg: cfg, src: src, logger: logger, schemas: map[string]*Schema{},
+		ready: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
+}
+
+// WaitReady blocks until the first full load or the end of ctx.
+func (c *Catalog) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the event-type catalog: %w", context.Cause(ctx))
+	}
+}
+
+// Validate checks an event's data against its type's schema. A type not
+// in the catalogue, or without a schema, accepts any data. The error names
+// the first violation.
+func (c *Catalog) Validate(eventType string, data []byte) error {
+	c.mu.RLock()
+	s := c.schemas[eventType]
+	c.mu.RUnlock()
+	if s == nil {
+		return nil
+	}
+	return s.Validate(data)
+}
+
+// Run keeps the catalog fresh until ctx ends; it returns nil then. A
+// failing connection is retried with backoff and the catalog keeps its
+// last state meanwhile.
+func (c *Catalog) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { c.refreshLoop(ctx) })
+	defer wg.Wait()
+	backoff := c.cfg.RetryBackoff
+	for {
+		err := c.src.ListenEventTypeChanges(ctx, func(ctx context.Context) error {
+			backoff = c.cfg.RetryBackoff
+			return c.reload(ctx)
+		}, func(string) { c.poke() })
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.logger.WarnContext(ctx, "event-type catalog: listening for changes failed; keeping the last known schemas",
+			"error", err.Error(), "retry_in", backoff.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func (c *Catalog) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Catalog) refreshLoop(ctx context.Context) {
+	resync := time.NewTicker(c.cfg.ResyncInterval)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-resync.C:
+		case <-c.wake:
+		}
+		if err := c.reload(ctx); err != nil && ctx.Err() == nil {
+			c.logger.WarnContext(ctx, "event-type catalog: reload failed; keeping the last known schemas", "error", err.Error())
+		}
+	}
+}
+
+// reload reads and compiles the whole catalogue. A stored schema that no
+// longer compiles (written around hookd) validates nothing and is logged.
+func (c *Catalog) reload(ctx context.Context) error {
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	types, err := c.src.AllEventTypes(ctx)
+	if err != nil {
+		return err
+	}
+	schemas := make(map[string]*Schema, len(types))
+	for _, t := range types {
+		if !isSet(t.Schema) {
+			continue
+		}
+		s, err := Compile(t.Schema)
+		if err != nil {
+			c.logger.WarnContext(ctx, "event-type catalog: a stored schema does not compile; its type is not validated",
+				"event_type", t.Name, "error", err.Error())
+			continue
+		}
+		schemas[t.Name] = s
+	}
+	c.mu.Lock()
+	c.schemas = schemas
+	c.mu.Unlock()
+	c.readyOnce.Do(func() { close(c.ready) })
+	return nil
+}
