@@ -128,7 +128,9 @@
 // record of its attempt id is produced again without the header, as the
 // attempt record of a request whose outcome is unknown, and its record is
 // sent again (hookd_dispatcher_resume_unknown_total). The duplicates left
-// are those requests only: the ones on the wire when a process died. A
+// are those requests only: the ones on the wire when a process died, and
+// the ones answered within produceLinger before, whose attempt records
+// were not acknowledged yet. A
 // read-back that fails within 30s is counted and logged, and its records
 // are sent again from the watermark (at-least-once, never a skip).
 //
