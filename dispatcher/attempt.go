@@ -34,7 +34,7 @@ func (d *Dispatcher) requester() {
 // its own, so the requester is free for the next request.
 func (d *Dispatcher) request(it *sched.Item) {
 	r := recordOf(it)
-	res := d.attempt(r)
+	res := d.attempt(it, r)
 	d.events <- event{it: it, ok: res.status > 0}
 	if res.attempted && !res.aborted && res.verdict.Outcome == attempt.OutcomeDelivered {
 		d.finish(it, res) // produces its attempt record without waiting
@@ -43,8 +43,9 @@ func (d *Dispatcher) request(it *sched.Item) {
 	go d.finish(it, res)
 }
 
-// attempt makes one HTTP attempt of r, through its endpoint's breaker.
-func (d *Dispatcher) attempt(r *record) result {
+// attempt makes one HTTP attempt of r (it's record), through its
+// endpoint's breaker.
+func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 	dl := r.d
 	res := result{startedAt: d.clock.Now()}
 	// Read again: the endpoint may have changed while the record waited.
@@ -69,6 +70,7 @@ func (d *Dispatcher) attempt(r *record) result {
 		res.attempted, res.aborted = false, true
 		return res
 	}
+	d.events <- event{it: it, sent: true} // the wait for Kafka is not the endpoint's
 	first := dl.Attempt == 1 && r.rec.Topic == d.names.Deliveries
 	if first {
 		observeSince(d.m.stageWait, r.rec.Timestamp, start)

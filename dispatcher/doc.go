@@ -114,7 +114,10 @@
 // Before a request goes on the wire, its intent record (its attempt record
 // of outcome unknown, written in advance, with the hookd-intent header the
 // attempt-log writer skips) is produced by a second client, without linger,
-// and acknowledged: no request is sent without a trace.
+// and acknowledged: no request is sent without a trace. That wait is
+// Kafka's, not the endpoint's: the core is told when the request goes on
+// the wire (Sent), and an endpoint's "no answer for a second" runs from
+// its last answer or send.
 //
 // When a partition is assigned, the poll loop holds its first fetched
 // records and reads the attempts partition of its number back (resume.go;

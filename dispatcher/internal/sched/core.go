@@ -6,7 +6,8 @@
 //
 // Inputs: Assign, Revoke, Forget (partitions); Admit (records fetched,
 // some of them marked Answered: finished at once, without a request);
-// RequestDone (a request ended: its slots are free); Finished (a record's
+// Sent (a started request went on the wire); RequestDone (a request
+// ended: its slots are free); Finished (a record's
 // produces were acknowledged, or it was abandoned); Tick (a deadline
 // from NextWake came); Sweep (periodic: lingering accounts, shedding of
 // accounts and endpoints that hold their slots); Stop (shutdown). Every
@@ -251,6 +252,23 @@ func (c *Core) RequestDone(now time.Time, it *Item, answered bool) []Command {
 	c.forgetEndpoint(now, ep)
 	c.pump(now)
 	return c.flush()
+}
+
+// Sent records that it's request went on the wire, its intent record
+// acknowledged: the wait for Kafka before it is not its endpoint's doing,
+// so it counts as progress of its endpoint and account (Config.HoldAfter
+// runs from the send). It returns no command.
+func (c *Core) Sent(now time.Time, it *Item) {
+	ep := it.ep
+	if ep == nil {
+		return
+	}
+	if now.After(ep.progress) {
+		ep.progress = now
+	}
+	if now.After(ep.acct.progress) {
+		ep.acct.progress = now
+	}
 }
 
 // Finished ends it: done (its offset may be committed) or abandoned (it

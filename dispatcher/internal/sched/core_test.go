@@ -431,3 +431,39 @@ func TestAnsweredRecordsFinishWithoutARequest(t *testing.T) {
 		s.stop()
 	})
 }
+
+// TestSentCountsAsProgress: an endpoint at its in-flight limit holds its
+// slots (its backlog is deferred) only HoldAfter after its last answer or
+// send: a request waiting for its intent's acknowledgement before it goes
+// on the wire is not the endpoint's delay.
+func TestSentCountsAsProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := defaultConfig()
+		cfg.EndpointBacklog, cfg.MaxInFlight = 2, 1
+		deferred := func(sent bool) (early, late int) {
+			c := New(cfg, func(id string) (Endpoint, bool) { return Endpoint{ID: id, Account: "a"}, true }, nil)
+			c.Assign(p0)
+			t0 := time.Now()
+			recs := make([]Record, 6)
+			for i := range recs {
+				recs[i] = Record{Part: p0, Offset: int64(i), EndpointID: "ep", Account: "a"}
+			}
+			cmds := c.Admit(t0, recs)
+			if len(cmds) != 1 || cmds[0].Kind != Start {
+				t.Fatalf("commands %v, want one start", cmds)
+			}
+			if sent {
+				c.Sent(t0.Add(900*time.Millisecond), cmds[0].Item)
+			}
+			early = len(c.Sweep(t0.Add(1500 * time.Millisecond)))
+			late = len(c.Sweep(t0.Add(2 * time.Second)))
+			return early, late
+		}
+		if early, _ := deferred(false); early != 3 {
+			t.Fatalf("without a send, %d deferred at 1.5s, want the 3 past the backlog", early)
+		}
+		if early, late := deferred(true); early != 0 || late != 3 {
+			t.Fatalf("sent at 0.9s: %d deferred at 1.5s, %d at 2s; want 0 then 3", early, late)
+		}
+	})
+}
