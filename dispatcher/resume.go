@@ -79,11 +79,14 @@ func (d *Dispatcher) resume(ctx context.Context, recs []sched.Record) {
 			}
 		}
 		d.res.mu.Unlock()
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Stopping: the core admits nothing more.
+		case err != nil:
 			d.m.resumeFailures.Inc()
 			d.log.WarnContext(ctx, "reading back attempts failed; the partitions' records are attempted again from the committed offset",
 				"partitions", len(starts), "error", err)
-		} else {
+		default:
 			d.recordUnknown(ctx, found.unknown)
 		}
 	}
