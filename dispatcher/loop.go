@@ -21,6 +21,7 @@ import (
 // event is a request's end or a record's finish.
 type event struct {
 	it       *sched.Item
+	sent     bool // the request went on the wire (its intent acknowledged)
 	finished bool // false: the request ended (ok: it got an answer)
 	ok       bool // finished: done (false: abandoned, read again later)
 }
@@ -72,6 +73,10 @@ func (d *Dispatcher) drainEvents() {
 }
 
 func (d *Dispatcher) handle(ev event) {
+	if ev.sent {
+		d.core.Sent(d.clock.Now(), ev.it)
+		return
+	}
 	if ev.finished {
 		d.apply(d.core.Finished(ev.it, ev.ok))
 		return
@@ -194,6 +199,8 @@ func (o observer) Released(p sched.Partition, late time.Duration) {
 		o.m.tierLateness.WithLabelValues(p.Topic).Observe(late.Seconds())
 	}
 }
+
+func (o observer) Answered(sched.Partition) { o.m.resumeSkipped.Inc() }
 
 var _ sched.Observer = observer{}
 

@@ -4,8 +4,10 @@
 // It does no I/O and has no lock: one goroutine (the dispatcher's loop)
 // owns a Core, feeds it inputs and carries out the commands it returns.
 //
-// Inputs: Assign, Revoke, Forget (partitions); Admit (records fetched);
-// RequestDone (a request ended: its slots are free); Finished (a record's
+// Inputs: Assign, Revoke, Forget (partitions); Admit (records fetched,
+// some of them marked Answered: finished at once, without a request);
+// Sent (a started request went on the wire); RequestDone (a request
+// ended: its slots are free); Finished (a record's
 // produces were acknowledged, or it was abandoned); Tick (a deadline
 // from NextWake came); Sweep (periodic: lingering accounts, shedding of
 // accounts and endpoints that hold their slots); Stop (shutdown). Every
@@ -70,6 +72,10 @@ type Record struct {
 	Account    string
 	// DueAt is when a retry record may be attempted; zero: at once.
 	DueAt time.Time
+	// Answered records were attempted already, by a previous owner of the
+	// partition whose commit did not pass them (their attempt records
+	// were read back): they finish on admission, without a command.
+	Answered bool
 	// Ref is the caller's own (the Kafka record and its decoding).
 	Ref any
 }
@@ -141,6 +147,8 @@ type Observer interface {
 	Deferred(reason string)
 	// Released: a record with a due time was routed, late past it.
 	Released(p Partition, late time.Duration)
+	// Answered: a record was admitted answered, and finished.
+	Answered(p Partition)
 }
 
 // NopObserver observes nothing.
@@ -150,6 +158,7 @@ func (NopObserver) RateLimited()                      {}
 func (NopObserver) FairShareWait()                    {}
 func (NopObserver) Deferred(string)                   {}
 func (NopObserver) Released(Partition, time.Duration) {}
+func (NopObserver) Answered(Partition)                {}
 
 // Config bounds the core. Zero fields are invalid: the dispatcher's
 // Config sets them.
@@ -243,6 +252,23 @@ func (c *Core) RequestDone(now time.Time, it *Item, answered bool) []Command {
 	c.forgetEndpoint(now, ep)
 	c.pump(now)
 	return c.flush()
+}
+
+// Sent records that it's request went on the wire, its intent record
+// acknowledged: the wait for Kafka before it is not its endpoint's doing,
+// so it counts as progress of its endpoint and account (Config.HoldAfter
+// runs from the send). It returns no command.
+func (c *Core) Sent(now time.Time, it *Item) {
+	ep := it.ep
+	if ep == nil {
+		return
+	}
+	if now.After(ep.progress) {
+		ep.progress = now
+	}
+	if now.After(ep.acct.progress) {
+		ep.acct.progress = now
+	}
 }
 
 // Finished ends it: done (its offset may be committed) or abandoned (it
