@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,7 +23,7 @@ const EndpointChannel = "hookd_endpoints"
 var _ endpoint.Source = (*Store)(nil)
 
 const endpointColumns = `id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms,
-	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers`
+	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers, filter`
 
 // scanEndpoint reads one endpoint row and opens its signing secrets.
 func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
@@ -35,7 +36,7 @@ func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 		disabledReason          *string
 	)
 	err := row.Scan(&e.ID, &e.Account, &e.URL, &e.Description, &e.Secrets, &e.EventTypes, &status,
-		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt, &e.Headers)
+		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt, &e.Headers, &e.Filter)
 	if err != nil {
 		return e, translate(err)
 	}
@@ -128,7 +129,7 @@ func (s *Store) endpointArgs(e *endpoint.Endpoint) []any {
 	}
 	return []any{e.ID, e.Account, e.URL, e.Description, s.sealSecrets(e.ID, e.Secrets), types, string(e.Status),
 		nullInt(e.MaxInFlight), nullInt(int(e.Timeout / time.Millisecond)), nullFloat(e.RatePerSec),
-		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers}
+		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers, filterArg(e.Filter)}
 }
 
 // CreateEndpoint inserts e after validating it. An empty status means
@@ -145,8 +146,8 @@ func (s *Store) CreateEndpoint(ctx context.Context, e endpoint.Endpoint) (endpoi
 	}
 	row := s.pool.QueryRow(ctx, `INSERT INTO webhooks.endpoints
 		(id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms, rate_per_sec,
-		 failing_since, disabled_reason, disabled_at, headers)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		 failing_since, disabled_reason, disabled_at, headers, filter)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		RETURNING `+endpointColumns, s.endpointArgs(&e)...)
 	out, err := s.scanEndpoint(row)
 	if err != nil {
@@ -226,7 +227,7 @@ func (s *Store) ModifyEndpoint(ctx context.Context, id string, change func(*endp
 		out, err = s.scanEndpoint(tx.QueryRow(ctx, `UPDATE webhooks.endpoints SET
 			url = $3, description = $4, secrets = $5, event_types = $6, status = $7, max_in_flight = $8,
 			timeout_ms = $9, rate_per_sec = $10, failing_since = $11, disabled_reason = $12, disabled_at = $13,
-			headers = $14, updated_at = now()
+			headers = $14, filter = $15, updated_at = now()
 			WHERE id = $1 AND account = $2 RETURNING `+endpointColumns, args...))
 		if err != nil {
 			return fmt.Errorf("updating endpoint %s: %s", id, oneLine(err))
@@ -298,4 +299,14 @@ func (s *Store) ListenEndpointChanges(ctx context.Context, onListening func(cont
 		}
 		onChange(n.Payload)
 	}
+}
+
+// filterArg is an endpoint's payload filter as a query argument: SQL NULL
+// when it has none, else its JSON text.
+func filterArg(raw json.RawMessage) any {
+	raw = endpoint.NormalizeFilter(raw)
+	if raw == nil {
+		return nil
+	}
+	return string(raw)
 }

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -24,6 +25,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
+
+	"github.com/hookd/hookd/internal/endpoint/filter"
 )
 
 // Status is an endpoint's lifecycle state.
@@ -63,6 +66,13 @@ type Endpoint struct {
 	// Headers are custom headers sent with every request, name to value;
 	// nil when none. See ValidateHeaders for what is refused.
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// Filter is the payload filter (package filter) an event must match to
+	// be delivered here, on top of EventTypes; nil when none. The Index
+	// compiles it once per load (Accepts).
+	Filter json.RawMessage `json:"filter,omitempty"`
+	// filter is Filter compiled; set by the Index, nil when none.
+	filter *filter.Filter
 }
 
 // Active reports whether the endpoint receives new deliveries.
@@ -410,6 +420,9 @@ func (e *Endpoint) Validate() error {
 		}
 	}
 	if err := ValidateHeaders(e.Headers); err != nil {
+		return err
+	}
+	if _, err := ParseFilter(e.Filter); err != nil {
 		return err
 	}
 	switch e.Status {
