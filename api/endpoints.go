@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -26,19 +27,22 @@ type endpointOut struct {
 	TimeoutMS   int64    `json:"timeout_ms,omitempty"`
 	RatePerSec  float64  `json:"rate_per_sec,omitempty"`
 	// Headers is always an object, {} when the endpoint has none.
-	Headers        map[string]string `json:"headers"`
-	Secrets        []string          `json:"secrets"`
-	Secret         string            `json:"secret,omitempty"`
-	FailingSince   *time.Time        `json:"failing_since,omitempty"`
-	DisabledReason string            `json:"disabled_reason,omitempty"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
+	Headers map[string]string `json:"headers"`
+	// Filter is the payload filter; left out when none.
+	Filter         json.RawMessage `json:"filter,omitempty"`
+	Secrets        []string        `json:"secrets"`
+	Secret         string          `json:"secret,omitempty"`
+	FailingSince   *time.Time      `json:"failing_since,omitempty"`
+	DisabledReason string          `json:"disabled_reason,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
 	out := endpointOut{ID: e.ID, Account: e.Account, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes,
 		Status: string(e.Status), MaxInFlight: e.MaxInFlight, TimeoutMS: e.Timeout.Milliseconds(), RatePerSec: e.RatePerSec,
-		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers}
+		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers,
+		Filter: e.Filter}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}
@@ -69,6 +73,7 @@ type endpointIn struct {
 	TimeoutMS   int64             `json:"timeout_ms"`
 	RatePerSec  float64           `json:"rate_per_sec"`
 	Headers     map[string]string `json:"headers"`
+	Filter      json.RawMessage   `json:"filter"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -83,7 +88,7 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	e := endpoint.Endpoint{ID: in.ID, Account: in.Account, URL: in.URL, Description: in.Description, EventTypes: in.EventTypes,
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
-		RatePerSec: in.RatePerSec, Headers: in.Headers}
+		RatePerSec: in.RatePerSec, Headers: in.Headers, Filter: endpoint.NormalizeFilter(in.Filter)}
 	if e.ID == "" {
 		e.ID = endpoint.NewID()
 	}
@@ -244,6 +249,9 @@ type endpointPatch struct {
 	RatePerSec  *float64  `json:"rate_per_sec"`
 	// Headers replaces every custom header; {} removes them all.
 	Headers *map[string]string `json:"headers"`
+	// Filter replaces the payload filter; null or {} removes it. Absent
+	// (nil) leaves it.
+	Filter json.RawMessage `json:"filter"`
 }
 
 func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -307,6 +315,9 @@ func (s *V1) patchProblem(p *endpointPatch) string {
 			return err.Error()
 		}
 	}
+	if _, err := endpoint.ParseFilter(p.Filter); err != nil {
+		return err.Error()
+	}
 	return s.limitsProblem(p.MaxInFlight, p.TimeoutMS, p.RatePerSec)
 }
 
@@ -332,6 +343,9 @@ func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
 	}
 	if p.Headers != nil {
 		e.Headers = *p.Headers
+	}
+	if len(p.Filter) > 0 {
+		e.Filter = endpoint.NormalizeFilter(p.Filter)
 	}
 	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
 		e.Status = endpoint.Status(*p.Status)
