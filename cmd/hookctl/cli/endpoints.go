@@ -19,7 +19,7 @@ type EndpointsCmd struct {
 	Add          EndpointsAddCmd     `cmd:"" help:"Create an endpoint; prints its signing secret once."`
 	List         EndpointsListCmd    `cmd:"" help:"List endpoints."`
 	Show         EndpointsShowCmd    `cmd:"" help:"Show one endpoint."`
-	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description, limits or custom headers."`
+	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description, limits, custom headers or payload filter."`
 	Disable      EndpointsDisableCmd `cmd:"" help:"Stop sending to an endpoint (its deliveries are dead-lettered as endpoint_disabled; resend them after enable)."`
 	Enable       EndpointsEnableCmd  `cmd:"" help:"Resume sending to a disabled endpoint (replay what it missed with hookctl dlq replay)."`
 	RotateSecret EndpointsRotateCmd  `cmd:"" name:"rotate-secret" help:"Start a secret rotation (new secret first, the previous one still signs) or finish it with --finish."`
@@ -86,6 +86,9 @@ func printEndpoint(g *Globals, v endpointView) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(v.Headers)) {
 		rows = append(rows, [2]string{"header", name + ": " + v.Headers[name]})
+	}
+	if len(v.Filter) > 0 {
+		rows = append(rows, [2]string{"filter", string(v.Filter)})
 	}
 	rows = append(rows, [2]string{"created", v.CreatedAt.UTC().Format(time.RFC3339)}, [2]string{"updated", v.UpdatedAt.UTC().Format(time.RFC3339)})
 	for _, r := range rows {
@@ -156,6 +159,23 @@ func (f EndpointHeaders) set(h map[string]string) (map[string]string, error) {
 	return h, nil
 }
 
+// EndpointFilter is the payload filter flag of add and update.
+type EndpointFilter struct {
+	Filter *string `name:"filter" placeholder:"JSON" help:"Payload filter: deliver only the events that match it, e.g. '{\"data\": {\"amount\": {\"$gte\": 100}}}' (docs/api.md, Payload filters). On update, '{}' removes it."`
+}
+
+// set checks --filter and stores it in e; without the flag e is left.
+func (f EndpointFilter) set(e *endpoint.Endpoint) error {
+	if f.Filter == nil {
+		return nil
+	}
+	if _, err := endpoint.ParseFilter([]byte(*f.Filter)); err != nil {
+		return Usage(fmt.Errorf("--filter: %w", err))
+	}
+	e.Filter = endpoint.NormalizeFilter([]byte(*f.Filter))
+	return nil
+}
+
 // PrivateNetworks is the SSRF switch of add and update.
 type PrivateNetworks struct {
 	AllowPrivateNetworks bool `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Accept a URL whose host is, or resolves to, a private, loopback, link-local, metadata or other special-purpose address (development only; hookd must run with --allow-private-networks too to send there)."`
@@ -194,6 +214,7 @@ type EndpointsAddCmd struct {
 	Disabled    bool     `name:"disabled" help:"Create it disabled."`
 	EndpointLimits
 	EndpointHeaders
+	EndpointFilter
 	PrivateNetworks
 }
 
@@ -218,6 +239,9 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 	c.EndpointLimits.apply(&e)
 	var err error
 	if e.Headers, err = c.EndpointHeaders.set(nil); err != nil {
+		return err
+	}
+	if err := c.EndpointFilter.set(&e); err != nil {
 		return err
 	}
 	if err := e.Validate(); err != nil {
@@ -322,6 +346,7 @@ type EndpointsUpdateCmd struct {
 	EndpointHeaders
 	RemoveHeader []string `name:"remove-header" sep:"none" placeholder:"NAME" help:"Stop sending this custom header (any case), repeatable."`
 	ClearHeaders bool     `name:"clear-headers" help:"Stop sending every custom header (before any --header is added)."`
+	EndpointFilter
 	PrivateNetworks
 }
 
@@ -352,6 +377,9 @@ func (c *EndpointsUpdateCmd) Run(ctx context.Context, g *Globals) error {
 			e.Description = *c.Description
 		}
 		c.EndpointLimits.apply(e)
+		if err := c.EndpointFilter.set(e); err != nil {
+			return err
+		}
 		return c.changeHeaders(e)
 	})
 	if err != nil {
