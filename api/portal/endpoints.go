@@ -224,6 +224,14 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 			return err
 		}
 	}
+	filter, hasFilter := e.Filter, r.PostForm.Has("filter")
+	if hasFilter {
+		raw := []byte(r.PostFormValue("filter"))
+		if _, err := endpoint.ParseFilter(raw); err != nil {
+			return badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
+		}
+		filter = endpoint.NormalizeFilter(raw)
+	}
 	if rawURL != e.URL && !h.cfg.AllowPrivateNetworks {
 		if err := ssrf.CheckURL(r.Context(), h.resolver, rawURL); err != nil {
 			return badInput("url: %v; private and internal destinations are refused", err)
@@ -233,6 +241,9 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 		x.URL, x.Description, x.EventTypes = rawURL, desc, types
 		if hasHeaders {
 			x.Headers = headers
+		}
+		if hasFilter {
+			x.Filter = filter
 		}
 		return nil
 	})
