@@ -207,12 +207,13 @@ func prepare(t Target) *prepared {
 		p.err = fmt.Errorf("%w: %q", ErrInvalidURL, t.URL)
 		return p
 	}
-	keys, err := signature.ParseSecrets(t.Secrets)
+	// whsec_ secrets sign v1, whsk_ ed25519 keys v1a; every key signs.
+	keys, err := signature.ParseKeys(t.Secrets)
 	if err != nil || len(keys) == 0 {
 		p.err = fmt.Errorf("%w: %v", ErrInvalidSecret, err)
 		return p
 	}
-	p.url, p.signer = u, signature.NewSigner(keys)
+	p.url, p.signer = u, signature.NewKeySigner(keys)
 	return p
 }
 
