@@ -29,13 +29,17 @@ type endpointOut struct {
 	// Headers is always an object, {} when the endpoint has none.
 	Headers map[string]string `json:"headers"`
 	// Filter is the payload filter; left out when none.
-	Filter         json.RawMessage `json:"filter,omitempty"`
-	Secrets        []string        `json:"secrets"`
-	Secret         string          `json:"secret,omitempty"`
-	FailingSince   *time.Time      `json:"failing_since,omitempty"`
-	DisabledReason string          `json:"disabled_reason,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	Filter  json.RawMessage `json:"filter,omitempty"`
+	Secrets []string        `json:"secrets"`
+	Secret  string          `json:"secret,omitempty"`
+	// SignatureScheme is the current key's: hmac-sha256 or ed25519.
+	SignatureScheme string `json:"signature_scheme"`
+	// PublicKeys are the whpk_ keys of the ed25519 keys, current first.
+	PublicKeys     []string   `json:"public_keys,omitempty"`
+	FailingSince   *time.Time `json:"failing_since,omitempty"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
@@ -50,10 +54,11 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 		out.Headers = map[string]string{}
 	}
 	for _, sec := range e.Secrets {
-		if len(sec) > 10 {
-			sec = sec[:10]
-		}
-		out.Secrets = append(out.Secrets, sec+"****")
+		out.Secrets = append(out.Secrets, endpoint.MaskSecret(sec))
+	}
+	out.SignatureScheme, out.PublicKeys = endpoint.SchemeHMAC, e.PublicKeys()
+	if len(e.Secrets) > 0 {
+		out.SignatureScheme = endpoint.SchemeOf(e.Secrets[0])
 	}
 	if !e.FailingSince.IsZero() {
 		t := e.FailingSince
@@ -63,17 +68,19 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 }
 
 type endpointIn struct {
-	ID          string            `json:"id"`
-	Account     string            `json:"account"`
-	URL         string            `json:"url"`
-	Description string            `json:"description"`
-	EventTypes  []string          `json:"event_types"`
-	Secret      string            `json:"secret"`
-	MaxInFlight int               `json:"max_in_flight"`
-	TimeoutMS   int64             `json:"timeout_ms"`
-	RatePerSec  float64           `json:"rate_per_sec"`
-	Headers     map[string]string `json:"headers"`
-	Filter      json.RawMessage   `json:"filter"`
+	ID          string   `json:"id"`
+	Account     string   `json:"account"`
+	URL         string   `json:"url"`
+	Description string   `json:"description"`
+	EventTypes  []string `json:"event_types"`
+	Secret      string   `json:"secret"`
+	// SignatureScheme picks the generated key's kind when Secret is empty.
+	SignatureScheme string            `json:"signature_scheme"`
+	MaxInFlight     int               `json:"max_in_flight"`
+	TimeoutMS       int64             `json:"timeout_ms"`
+	RatePerSec      float64           `json:"rate_per_sec"`
+	Headers         map[string]string `json:"headers"`
+	Filter          json.RawMessage   `json:"filter"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -99,7 +106,15 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	secret := in.Secret
 	if secret == "" {
-		secret = endpoint.NewSecret()
+		var err error
+		if secret, err = endpoint.NewSigningKey(in.SignatureScheme); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", err.Error())
+			return
+		}
+	} else if in.SignatureScheme != "" && in.SignatureScheme != endpoint.SchemeOf(secret) {
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("signature_scheme: %s contradicts the secret given (a %s key)",
+			in.SignatureScheme, endpoint.SchemeOf(secret)))
+		return
 	}
 	e.Secrets = []string{secret}
 	if err := e.Validate(); err != nil {
@@ -124,7 +139,11 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 		s.internal(w, r, err)
 	default:
 		v := endpointView(out)
-		v.Secret = secret
+		if !endpoint.IsPrivateKey(secret) {
+			// A shared secret is shown once; a private key never is: the
+			// receiver verifies with the public key.
+			v.Secret = secret
+		}
 		w.Header().Set("Location", "/v1/endpoints/"+url.PathEscape(out.ID))
 		writeJSON(w, http.StatusCreated, v)
 	}

@@ -272,3 +272,33 @@ func TestRotateSecretKeysAlongsideEdits(t *testing.T) {
 		requireSealed(t, b.stored(t, e.ID), secretbox.KeyID(key(1)), want[e.ID])
 	}
 }
+
+// An ed25519 private key (whsk_) is a signing key like a whsec_ secret:
+// sealed at rest under the current key, read back plain, and rotated in
+// next to a shared secret.
+func TestPrivateKeysAreEncryptedAtRest(t *testing.T) {
+	t.Parallel()
+	b := newSecretsBundle(t)
+	st := b.open(t, key(1))
+	ctx := context.Background()
+	private, err := endpoint.NewSigningKey(endpoint.SchemeEd25519)
+	require.NoError(t, err)
+	secret := endpoint.NewSecret()
+
+	_, err = st.CreateEndpoint(ctx, endpoint.Endpoint{ID: "ep_k", Account: "acct_1", URL: "https://example.com/k", Secrets: []string{secret}})
+	require.NoError(t, err)
+	rotated, err := st.ModifyEndpoint(ctx, "ep_k", func(e *endpoint.Endpoint) error {
+		e.Secrets = []string{private, e.Secrets[0]}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{private, secret}, rotated.Secrets)
+	requireSealed(t, b.stored(t, "ep_k"), secretbox.KeyID(key(1)), private, secret)
+	for _, v := range b.stored(t, "ep_k") {
+		require.NotContains(t, v, strings.TrimPrefix(private, "whsk_"))
+	}
+	got, err := st.EndpointsByID(ctx, []string{"ep_k"})
+	require.NoError(t, err)
+	require.Equal(t, []string{private, secret}, got[0].Secrets)
+	require.Len(t, got[0].PublicKeys(), 1)
+}

@@ -45,8 +45,9 @@ type Endpoint struct {
 	Account     string `json:"account"`
 	URL         string `json:"url"`
 	Description string `json:"description"`
-	// Secrets are the signing secrets, current first; several while a
-	// rotation is in progress.
+	// Secrets are the signing keys, current first; several while a
+	// rotation is in progress: whsec_ shared secrets (v1 signatures) and
+	// whsk_ ed25519 private keys (v1a), in any mix; every one signs.
 	Secrets []string `json:"secrets"`
 	// EventTypes are the subscribed event types; empty means all. A "*"
 	// matches any run of characters, dots included ("invoice.*").
@@ -438,7 +439,7 @@ func (e *Endpoint) validateSecrets() error {
 		return invalid("secrets: must hold 1..%d secrets, got %d", MaxSecrets, len(e.Secrets))
 	}
 	for _, s := range e.Secrets {
-		if _, err := SecretKey(s); err != nil {
+		if err := validateKey(s); err != nil {
 			return err
 		}
 	}
