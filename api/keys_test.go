@@ -52,9 +52,9 @@ func TestEndpointEd25519OverAPI(t *testing.T) {
 	url := `"event_types":["*"],"url":"https://x.example.com"`
 	before := b.state(t)
 	for body, want := range map[string]string{
-		`{` + url + `,"signature_scheme":"rsa"}`:                                 "signature_scheme",
-		`{` + url + `,"secret":"whsk_abc"}`:                                      "secret: invalid base64",
-		`{` + url + `,"secret":"whsk_AAAA"}`:                                     "secret: 3 bytes",
+		`{` + url + `,"signature_scheme":"rsa"}`:                                "signature_scheme",
+		`{` + url + `,"secret":"whsk_abc"}`:                                     "secret: invalid base64",
+		`{` + url + `,"secret":"whsk_AAAA"}`:                                    "secret: 3 bytes",
 		`{` + url + `,"secret":"` + own + `","signature_scheme":"hmac-sha256"}`: "signature_scheme: hmac-sha256 contradicts the secret given",
 	} {
 		var e apiError
