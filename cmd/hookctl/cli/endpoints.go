@@ -33,24 +33,20 @@ type endpointView struct {
 	// Secret is the new signing secret, printed once by add and
 	// rotate-secret.
 	Secret string `json:"secret,omitempty"`
-}
-
-func maskSecret(s string) string {
-	if len(s) <= len("whsec_")+4 {
-		return "whsec_****"
-	}
-	return s[:len("whsec_")+4] + "****"
+	// PublicKeys are the whpk_ keys of its ed25519 signing keys.
+	PublicKeys []string `json:"public_keys,omitempty"`
 }
 
 func view(e endpoint.Endpoint, showSecrets bool) endpointView {
+	pub := e.PublicKeys()
 	if !showSecrets {
 		masked := make([]string, len(e.Secrets))
 		for i, s := range e.Secrets {
-			masked[i] = maskSecret(s)
+			masked[i] = endpoint.MaskSecret(s)
 		}
 		e.Secrets = masked
 	}
-	return endpointView{Endpoint: e}
+	return endpointView{Endpoint: e, PublicKeys: pub}
 }
 
 func printEndpoint(g *Globals, v endpointView) error {
@@ -65,6 +61,9 @@ func printEndpoint(g *Globals, v endpointView) error {
 	rows := [][2]string{
 		{"id", v.ID}, {"account", v.Account}, {"url", v.URL}, {"status", string(v.Status)},
 		{"event types", types}, {"secrets", strings.Join(v.Secrets, " ")},
+	}
+	for _, pk := range v.PublicKeys {
+		rows = append(rows, [2]string{"public key", pk})
 	}
 	if v.Description != "" {
 		rows = append(rows, [2]string{"description", v.Description})
@@ -205,13 +204,14 @@ func (p PrivateNetworks) check(ctx context.Context, rawURL string) error {
 
 // EndpointsAddCmd creates an endpoint.
 type EndpointsAddCmd struct {
-	Account     string   `name:"account" required:"" help:"Account whose events the endpoint receives."`
-	URL         string   `name:"url" required:"" help:"Where deliveries are POSTed (http or https)."`
-	ID          string   `name:"id" help:"Endpoint id; generated (ep_...) when empty."`
-	Secret      string   `name:"secret" help:"Signing secret (whsec_<base64>); generated when empty."`
-	EventTypes  []string `name:"event-type" sep:"," help:"Event types to receive, repeatable or comma-separated; '*' wildcards (invoice.*); required: '*' for all."`
-	Description string   `name:"description" help:"Free text."`
-	Disabled    bool     `name:"disabled" help:"Create it disabled."`
+	Account         string   `name:"account" required:"" help:"Account whose events the endpoint receives."`
+	URL             string   `name:"url" required:"" help:"Where deliveries are POSTed (http or https)."`
+	ID              string   `name:"id" help:"Endpoint id; generated (ep_...) when empty."`
+	Secret          string   `name:"secret" help:"Signing secret (whsec_<base64>, or whsk_<base64> for an ed25519 key); generated when empty."`
+	SignatureScheme string   `name:"signature-scheme" enum:"hmac-sha256,ed25519" default:"hmac-sha256" help:"The kind of key generated when --secret is empty: hmac-sha256 (v1 signatures; the secret is printed once) or ed25519 (v1a; hookd keeps the private key, show prints the whpk_ public key to verify with)."`
+	EventTypes      []string `name:"event-type" sep:"," help:"Event types to receive, repeatable or comma-separated; '*' wildcards (invoice.*); required: '*' for all."`
+	Description     string   `name:"description" help:"Free text."`
+	Disabled        bool     `name:"disabled" help:"Create it disabled."`
 	EndpointLimits
 	EndpointHeaders
 	EndpointFilter
@@ -230,7 +230,10 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 	}
 	secret := c.Secret
 	if secret == "" {
-		secret = endpoint.NewSecret()
+		var err error
+		if secret, err = endpoint.NewSigningKey(c.SignatureScheme); err != nil {
+			return Usage(err)
+		}
 	}
 	e.Secrets = []string{secret}
 	if c.Disabled {
@@ -260,8 +263,17 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 		return endpointError(err)
 	}
 	v := view(out, false)
-	v.Secret = secret
+	v.Secret = shownOnce(secret)
 	return printEndpoint(g, v)
+}
+
+// shownOnce is what add and rotate-secret print of a new key: a shared
+// secret once, an ed25519 private key never (its public key is shown).
+func shownOnce(secret string) string {
+	if endpoint.IsPrivateKey(secret) {
+		return ""
+	}
+	return secret
 }
 
 // EndpointsListCmd lists endpoints.
@@ -443,9 +455,10 @@ func (c *EndpointsEnableCmd) Run(ctx context.Context, g *Globals) error {
 
 // EndpointsRotateCmd rotates an endpoint's signing secret.
 type EndpointsRotateCmd struct {
-	ID     string `arg:"" help:"Endpoint id."`
-	Secret string `name:"secret" help:"The new secret (whsec_<base64>); generated when empty."`
-	Finish bool   `name:"finish" help:"End the rotation: keep only the current secret."`
+	ID              string `arg:"" help:"Endpoint id."`
+	Secret          string `name:"secret" help:"The new secret (whsec_<base64>, or whsk_<base64> for an ed25519 key); generated when empty."`
+	SignatureScheme string `name:"signature-scheme" enum:",hmac-sha256,ed25519" default:"" help:"The kind of key to generate: hmac-sha256 (v1) or ed25519 (v1a); the current key's kind when empty. Both keys sign until --finish, so receivers can switch kinds too."`
+	Finish          bool   `name:"finish" help:"End the rotation: keep only the current secret."`
 }
 
 // Run implements `hookctl endpoints rotate-secret`.
@@ -454,13 +467,20 @@ func (c *EndpointsRotateCmd) Run(ctx context.Context, g *Globals) error {
 		return Usage(errors.New("--finish and --secret contradict each other"))
 	}
 	secret := c.Secret
-	if secret == "" && !c.Finish {
-		secret = endpoint.NewSecret()
-	}
 	e, err := modify(ctx, g, c.ID, func(e *endpoint.Endpoint) error {
 		if c.Finish {
 			e.Secrets = e.Secrets[:1]
 			return nil
+		}
+		if secret == "" {
+			scheme := c.SignatureScheme
+			if scheme == "" {
+				scheme = endpoint.SchemeOf(e.Secrets[0])
+			}
+			var err error
+			if secret, err = endpoint.NewSigningKey(scheme); err != nil {
+				return Usage(err)
+			}
 		}
 		// New first; the previous current secret keeps signing so that
 		// receivers can switch at their pace.
@@ -471,7 +491,7 @@ func (c *EndpointsRotateCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	v := view(e, false)
-	v.Secret = secret
+	v.Secret = shownOnce(secret)
 	return printEndpoint(g, v)
 }
 
