@@ -96,6 +96,8 @@ type endpointView struct {
 	DeadLetters []store.Delivery
 	// Secrets are masked: their first characters only.
 	Secrets []string
+	// PublicKeys are the whpk_ keys of the ed25519 signing keys.
+	PublicKeys []string
 	// Defaults of the limits the endpoint does not set.
 	DefaultTimeout  time.Duration
 	DefaultInFlight int
@@ -149,8 +151,9 @@ func (h *Handler) endpointData(r *http.Request, s *session) (endpointView, error
 		return v, err
 	}
 	for _, sec := range e.Secrets {
-		v.Secrets = append(v.Secrets, clipN(sec, 10))
+		v.Secrets = append(v.Secrets, strings.TrimSuffix(endpoint.MaskSecret(sec), "****"))
 	}
+	v.PublicKeys = e.PublicKeys()
 	v.ResendSince = formatTime(recoverSince(e, h.now()))
 	if rs := r.URL.Query().Get("resend_since"); rs != "" {
 		if t, err := parseUTC("resend since", rs); err == nil {
@@ -302,7 +305,15 @@ func (h *Handler) endpointRotate(w http.ResponseWriter, r *http.Request, s *sess
 	if err != nil {
 		return err
 	}
-	secret := endpoint.NewSecret()
+	// The new key is of the kind asked for, or of the current key's.
+	scheme := r.PostFormValue("scheme")
+	if scheme == "" {
+		scheme = endpoint.SchemeOf(e.Secrets[0])
+	}
+	secret, err := endpoint.NewSigningKey(scheme)
+	if err != nil {
+		return badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
+	}
 	_, err = h.store().ModifyEndpoint(r.Context(), e.ID, func(x *endpoint.Endpoint) error {
 		x.Secrets = []string{secret, x.Secrets[0]}
 		return nil
@@ -310,7 +321,13 @@ func (h *Handler) endpointRotate(w http.ResponseWriter, r *http.Request, s *sess
 	if err != nil {
 		return err
 	}
-	h.audit(r.Context(), s, "secret rotated", e.ID, "")
+	h.audit(r.Context(), s, "secret rotated", e.ID, scheme)
+	if endpoint.IsPrivateKey(secret) {
+		// The private key never leaves hookd: the page lists the new
+		// public key to verify with.
+		return h.redirect(w, r, s, "/portal/endpoints/"+e.ID, notice{
+			Text: "New ed25519 key pair: add its public key (listed first under Public keys) to your receiver. Deliveries are signed with both the new and the previous key until the next rotation."})
+	}
 	return h.redirect(w, r, s, "/portal/endpoints/"+e.ID, notice{Secret: secret,
 		Text: "New signing secret. It is shown this once: copy it into your receiver now. Deliveries are signed with both the new and the previous secret until the next rotation."})
 }

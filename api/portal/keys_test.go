@@ -1,0 +1,54 @@
+package portal
+
+import (
+	"context"
+	"html"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/store"
+)
+
+// Rotating to an ed25519 key pair from the portal: the page lists the
+// public keys, never the private key; a rotation without a choice keeps
+// the current kind, and the previous key keeps signing.
+func TestRotateToEd25519KeyPair(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	e := b.endpoint(t, "acct_a", "https://a.example.com/hook", "invoice.*")
+	c := b.client(t)
+	require.Equal(t, 200, c.login(b.link(t, "acct_a", "", store.PortalManage, time.Hour)).Status)
+	page := "/portal/endpoints/" + e.ID
+	require.NotContains(t, c.get(page).Body, "<dt>Public keys</dt>")
+
+	p := c.submit(page, page+"/rotate", url.Values{"scheme": {"ed25519"}})
+	require.Equal(t, 200, p.Status, p.Body)
+	got, err := b.db.Store.GetEndpoint(ctx, e.ID)
+	require.NoError(t, err)
+	require.True(t, endpoint.IsPrivateKey(got.Secrets[0]))
+	require.Equal(t, e.Secrets[0], got.Secrets[1], "the previous secret keeps signing")
+	body := html.UnescapeString(p.Body)
+	require.Contains(t, body, "New ed25519 key pair")
+	require.NotContains(t, body, strings.TrimPrefix(got.Secrets[0], "whsk_"), "the private key is never shown")
+	pub := got.PublicKeys()
+	require.Len(t, pub, 1)
+	require.Contains(t, body, "<dt>Public keys</dt><dd><code class=\"key\">"+pub[0]+"</code>")
+
+	p = c.submit(page, page+"/rotate", url.Values{})
+	require.Equal(t, 200, p.Status, p.Body)
+	got, err = b.db.Store.GetEndpoint(ctx, e.ID)
+	require.NoError(t, err)
+	require.True(t, endpoint.IsPrivateKey(got.Secrets[0]), "the same kind as the current key")
+	require.Len(t, got.PublicKeys(), 2)
+	require.Equal(t, pub[0], got.PublicKeys()[1])
+
+	p = c.submit(page, page+"/rotate", url.Values{"scheme": {"rsa"}})
+	require.Equal(t, 400, p.Status)
+	require.Contains(t, html.UnescapeString(p.Body), `signature_scheme "rsa"`)
+}
