@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/secretbox"
+	"github.com/hookd/hookd/internal/tlstest"
 	"github.com/hookd/hookd/store"
 )
 
@@ -301,4 +303,56 @@ func TestPrivateKeysAreEncryptedAtRest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{private, secret}, got[0].Secrets)
 	require.Len(t, got[0].PublicKeys(), 1)
+}
+
+// A client certificate's key is sealed at rest, bound to its endpoint and
+// to its column; the certificate and its expiry are stored as they are.
+func TestClientKeysAreEncryptedAtRest(t *testing.T) {
+	t.Parallel()
+	b := newSecretsBundle(t)
+	st := b.open(t, key(1))
+	ctx := context.Background()
+	ca := tlstest.NewCA(t)
+	c := ca.Client(t, "hookd")
+	certPEM, err := os.ReadFile(c.CertFile)
+	require.NoError(t, err)
+	keyPEM, err := os.ReadFile(c.KeyFile)
+	require.NoError(t, err)
+
+	created, err := st.CreateEndpoint(ctx, endpoint.Endpoint{ID: "ep_c", Account: "acct_1", URL: "https://example.com/c",
+		Secrets: []string{endpoint.NewSecret()}, ClientCert: string(certPEM), ClientKey: string(keyPEM)})
+	require.NoError(t, err)
+	require.Equal(t, string(keyPEM), created.ClientKey)
+	var rawKey, rawCert string
+	var notAfter time.Time
+	require.NoError(t, b.db.Store.Pool().QueryRow(ctx, `SELECT client_cert, client_key, client_cert_not_after FROM webhooks.endpoints WHERE id = 'ep_c'`).
+		Scan(&rawCert, &rawKey, &notAfter))
+	require.Equal(t, string(certPEM), rawCert)
+	id, ok := secretbox.SealedKeyID(rawKey)
+	require.True(t, ok, "the key is stored in plain text")
+	require.Equal(t, secretbox.KeyID(key(1)), id)
+	require.NotContains(t, rawKey, "PRIVATE KEY")
+	info, _ := created.ClientCertInfo()
+	require.WithinDuration(t, info.NotAfter, notAfter, time.Second)
+
+	got, err := st.AllEndpoints(ctx)
+	require.NoError(t, err)
+	require.Equal(t, string(keyPEM), got[0].ClientKey, "the index reads the key plain")
+
+	// Copied into the secrets column, a sealed key does not open.
+	_, err = b.db.Store.Pool().Exec(ctx, `INSERT INTO webhooks.endpoints (id, account, url, secrets)
+		SELECT 'ep_copy', account, url, ARRAY[client_key] FROM webhooks.endpoints WHERE id = 'ep_c'`)
+	require.NoError(t, err)
+	_, err = st.GetEndpoint(ctx, "ep_copy")
+	require.ErrorIs(t, err, secretbox.ErrDecrypt)
+
+	cleared, err := st.ModifyEndpoint(ctx, "ep_c", func(e *endpoint.Endpoint) error {
+		e.ClientCert, e.ClientKey = "", ""
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, cleared.ClientCert)
+	var isNull bool
+	require.NoError(t, b.db.Store.Pool().QueryRow(ctx, `SELECT client_key IS NULL AND client_cert_not_after IS NULL FROM webhooks.endpoints WHERE id = 'ep_c'`).Scan(&isNull))
+	require.True(t, isNull)
 }

@@ -74,6 +74,13 @@ type Endpoint struct {
 	Filter json.RawMessage `json:"filter,omitempty"`
 	// filter is Filter compiled; set by the Index, nil when none.
 	filter *filter.Filter
+
+	// ClientCert and ClientKey are the PEM client certificate (chain) and
+	// key presented when the endpoint's receiver asks for one (mutual
+	// TLS); both empty when none. The key is encrypted at rest like the
+	// secrets and never shown (hence no JSON name).
+	ClientCert string `json:"client_cert,omitempty"`
+	ClientKey  string `json:"-"`
 }
 
 // Active reports whether the endpoint receives new deliveries.
@@ -424,6 +431,11 @@ func (e *Endpoint) Validate() error {
 		return err
 	}
 	if _, err := ParseFilter(e.Filter); err != nil {
+		return err
+	}
+	// Expiry is judged when the certificate is given (the API, hookctl),
+	// not here: an endpoint whose certificate expired stays editable.
+	if _, err := ParseClientCert(e.ClientCert, e.ClientKey, time.Time{}); err != nil {
 		return err
 	}
 	switch e.Status {
