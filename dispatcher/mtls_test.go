@@ -87,4 +87,3 @@ func TestMutualTLS(t *testing.T) {
 	mu.Unlock()
 	require.False(t, got)
 }
-
