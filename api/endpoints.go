@@ -35,11 +35,15 @@ type endpointOut struct {
 	// SignatureScheme is the current key's: hmac-sha256 or ed25519.
 	SignatureScheme string `json:"signature_scheme"`
 	// PublicKeys are the whpk_ keys of the ed25519 keys, current first.
-	PublicKeys     []string   `json:"public_keys,omitempty"`
-	FailingSince   *time.Time `json:"failing_since,omitempty"`
-	DisabledReason string     `json:"disabled_reason,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
+	PublicKeys []string `json:"public_keys,omitempty"`
+	// ClientCertSubject and ClientCertExpiresAt describe the client
+	// certificate (mutual TLS); left out when none. Its key is never shown.
+	ClientCertSubject   string     `json:"client_cert_subject,omitempty"`
+	ClientCertExpiresAt *time.Time `json:"client_cert_expires_at,omitempty"`
+	FailingSince        *time.Time `json:"failing_since,omitempty"`
+	DisabledReason      string     `json:"disabled_reason,omitempty"`
+	CreatedAt           time.Time  `json:"created_at"`
+	UpdatedAt           time.Time  `json:"updated_at"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
@@ -64,6 +68,9 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 		t := e.FailingSince
 		out.FailingSince = &t
 	}
+	if info, ok := e.ClientCertInfo(); ok {
+		out.ClientCertSubject, out.ClientCertExpiresAt = info.Subject, &info.NotAfter
+	}
 	return out
 }
 
@@ -81,6 +88,10 @@ type endpointIn struct {
 	RatePerSec      float64           `json:"rate_per_sec"`
 	Headers         map[string]string `json:"headers"`
 	Filter          json.RawMessage   `json:"filter"`
+	// ClientCert and ClientKey are a PEM client certificate and key for
+	// mutual TLS.
+	ClientCert string `json:"client_cert"`
+	ClientKey  string `json:"client_key"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -95,7 +106,12 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	e := endpoint.Endpoint{ID: in.ID, Account: in.Account, URL: in.URL, Description: in.Description, EventTypes: in.EventTypes,
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
-		RatePerSec: in.RatePerSec, Headers: in.Headers, Filter: endpoint.NormalizeFilter(in.Filter)}
+		RatePerSec: in.RatePerSec, Headers: in.Headers, Filter: endpoint.NormalizeFilter(in.Filter),
+		ClientCert: in.ClientCert, ClientKey: in.ClientKey}
+	if _, err := endpoint.ParseClientCert(e.ClientCert, e.ClientKey, time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
 	if e.ID == "" {
 		e.ID = endpoint.NewID()
 	}
@@ -271,6 +287,10 @@ type endpointPatch struct {
 	// Filter replaces the payload filter; null or {} removes it. Absent
 	// (nil) leaves it.
 	Filter json.RawMessage `json:"filter"`
+	// ClientCert and ClientKey replace the client certificate, both
+	// together; both "" remove it.
+	ClientCert *string `json:"client_cert"`
+	ClientKey  *string `json:"client_key"`
 }
 
 func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -337,6 +357,14 @@ func (s *V1) patchProblem(p *endpointPatch) string {
 	if _, err := endpoint.ParseFilter(p.Filter); err != nil {
 		return err.Error()
 	}
+	if p.ClientCert != nil || p.ClientKey != nil {
+		if p.ClientCert == nil || p.ClientKey == nil {
+			return `client_cert, client_key: give both (or both "" to remove the certificate)`
+		}
+		if _, err := endpoint.ParseClientCert(*p.ClientCert, *p.ClientKey, time.Now()); err != nil {
+			return err.Error()
+		}
+	}
 	return s.limitsProblem(p.MaxInFlight, p.TimeoutMS, p.RatePerSec)
 }
 
@@ -365,6 +393,9 @@ func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
 	}
 	if len(p.Filter) > 0 {
 		e.Filter = endpoint.NormalizeFilter(p.Filter)
+	}
+	if p.ClientCert != nil && p.ClientKey != nil {
+		e.ClientCert, e.ClientKey = *p.ClientCert, *p.ClientKey
 	}
 	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
 		e.Status = endpoint.Status(*p.Status)
