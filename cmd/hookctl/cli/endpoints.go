@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -88,6 +89,9 @@ func printEndpoint(g *Globals, v endpointView) error {
 	}
 	if len(v.Filter) > 0 {
 		rows = append(rows, [2]string{"filter", string(v.Filter)})
+	}
+	if info, ok := v.ClientCertInfo(); ok {
+		rows = append(rows, [2]string{"client cert", info.Subject + ", expires " + info.NotAfter.UTC().Format(time.RFC3339)})
 	}
 	rows = append(rows, [2]string{"created", v.CreatedAt.UTC().Format(time.RFC3339)}, [2]string{"updated", v.UpdatedAt.UTC().Format(time.RFC3339)})
 	for _, r := range rows {
@@ -175,6 +179,36 @@ func (f EndpointFilter) set(e *endpoint.Endpoint) error {
 	return nil
 }
 
+// EndpointClientCert is the mutual TLS flags of add and update.
+type EndpointClientCert struct {
+	ClientCert string `name:"client-cert" type:"existingfile" placeholder:"FILE" help:"PEM client certificate (chain) presented when the receiver asks for one (mutual TLS); with --client-key. Its key is stored encrypted like the secrets."`
+	ClientKey  string `name:"client-key" type:"existingfile" placeholder:"FILE" help:"PEM private key of --client-cert."`
+}
+
+// set reads the certificate and key files into e, checked (they must
+// match and not have expired); without the flags e is left.
+func (f EndpointClientCert) set(e *endpoint.Endpoint) error {
+	if f.ClientCert == "" && f.ClientKey == "" {
+		return nil
+	}
+	if f.ClientCert == "" || f.ClientKey == "" {
+		return Usage(errors.New("--client-cert and --client-key: give both"))
+	}
+	cert, err := os.ReadFile(f.ClientCert)
+	if err != nil {
+		return Usage(fmt.Errorf("--client-cert: %w", err))
+	}
+	key, err := os.ReadFile(f.ClientKey)
+	if err != nil {
+		return Usage(fmt.Errorf("--client-key: %w", err))
+	}
+	if _, err := endpoint.ParseClientCert(string(cert), string(key), time.Now()); err != nil {
+		return Usage(err)
+	}
+	e.ClientCert, e.ClientKey = string(cert), string(key)
+	return nil
+}
+
 // PrivateNetworks is the SSRF switch of add and update.
 type PrivateNetworks struct {
 	AllowPrivateNetworks bool `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Accept a URL whose host is, or resolves to, a private, loopback, link-local, metadata or other special-purpose address (development only; hookd must run with --allow-private-networks too to send there)."`
@@ -215,6 +249,7 @@ type EndpointsAddCmd struct {
 	EndpointLimits
 	EndpointHeaders
 	EndpointFilter
+	EndpointClientCert
 	PrivateNetworks
 }
 
@@ -245,6 +280,9 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	if err := c.EndpointFilter.set(&e); err != nil {
+		return err
+	}
+	if err := c.EndpointClientCert.set(&e); err != nil {
 		return err
 	}
 	if err := e.Validate(); err != nil {
@@ -359,6 +397,8 @@ type EndpointsUpdateCmd struct {
 	RemoveHeader []string `name:"remove-header" sep:"none" placeholder:"NAME" help:"Stop sending this custom header (any case), repeatable."`
 	ClearHeaders bool     `name:"clear-headers" help:"Stop sending every custom header (before any --header is added)."`
 	EndpointFilter
+	EndpointClientCert
+	ClearClientCert bool `name:"clear-client-cert" help:"Stop presenting a client certificate (before any --client-cert is set)."`
 	PrivateNetworks
 }
 
@@ -390,6 +430,12 @@ func (c *EndpointsUpdateCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		c.EndpointLimits.apply(e)
 		if err := c.EndpointFilter.set(e); err != nil {
+			return err
+		}
+		if c.ClearClientCert {
+			e.ClientCert, e.ClientKey = "", ""
+		}
+		if err := c.EndpointClientCert.set(e); err != nil {
 			return err
 		}
 		return c.changeHeaders(e)
