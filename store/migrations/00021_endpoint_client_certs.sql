@@ -15,10 +15,16 @@ ALTER TABLE webhooks.endpoints
     ADD CONSTRAINT endpoints_client_cert_pair
         CHECK ((client_cert IS NULL) = (client_key IS NULL) AND (client_cert IS NULL) = (client_cert_not_after IS NULL));
 
+-- The expiry the owner was last warned about (hookd.endpoint.certificate_expiring):
+-- one alert per certificate.
+ALTER TABLE webhooks.endpoint_health ADD COLUMN warned_cert_not_after timestamptz;
+
 COMMENT ON COLUMN webhooks.endpoints.client_key IS
     'PEM private key of the client certificate, v1:<key id>:<base64> when encrypted by hookd. Read it through hookd, never here.';
 
 -- +goose Down
+
+ALTER TABLE webhooks.endpoint_health DROP COLUMN warned_cert_not_after;
 
 ALTER TABLE webhooks.endpoints
     DROP CONSTRAINT endpoints_client_cert_pair,
