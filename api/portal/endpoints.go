@@ -87,6 +87,14 @@ func (h *Handler) withStats(ctx context.Context, account string, eps []endpoint.
 var windows = map[string]time.Duration{"24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour}
 
 // endpointView is the endpoint page's data.
+// clientCertView is an endpoint's client certificate on its page.
+type clientCertView struct {
+	endpoint.ClientCertInfo
+	// Soon is within endpoint.ClientCertWarning (14 days) of expiry;
+	// Expired is past it.
+	Soon, Expired bool
+}
+
 type endpointView struct {
 	endpointRow
 	Window      string
@@ -98,6 +106,9 @@ type endpointView struct {
 	Secrets []string
 	// PublicKeys are the whpk_ keys of the ed25519 signing keys.
 	PublicKeys []string
+	// ClientCert describes the client certificate (mutual TLS); nil when
+	// none.
+	ClientCert *clientCertView
 	// Defaults of the limits the endpoint does not set.
 	DefaultTimeout  time.Duration
 	DefaultInFlight int
@@ -154,6 +165,11 @@ func (h *Handler) endpointData(r *http.Request, s *session) (endpointView, error
 		v.Secrets = append(v.Secrets, strings.TrimSuffix(endpoint.MaskSecret(sec), "****"))
 	}
 	v.PublicKeys = e.PublicKeys()
+	if info, ok := e.ClientCertInfo(); ok {
+		now := h.now()
+		v.ClientCert = &clientCertView{ClientCertInfo: info, Expired: now.After(info.NotAfter),
+			Soon: now.Add(endpoint.ClientCertWarning).After(info.NotAfter)}
+	}
 	v.ResendSince = formatTime(recoverSince(e, h.now()))
 	if rs := r.URL.Query().Get("resend_since"); rs != "" {
 		if t, err := parseUTC("resend since", rs); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"html"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/tlstest"
 	"github.com/hookd/hookd/store"
 )
 
@@ -51,4 +53,28 @@ func TestRotateToEd25519KeyPair(t *testing.T) {
 	p = c.submit(page, page+"/rotate", url.Values{"scheme": {"rsa"}})
 	require.Equal(t, 400, p.Status)
 	require.Contains(t, html.UnescapeString(p.Body), `signature_scheme "rsa"`)
+}
+
+// The endpoint page shows a client certificate's subject and expiry,
+// flagged when it expires within 14 days; never its key.
+func TestEndpointPageShowsClientCert(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	e := b.endpoint(t, "acct_a", "https://a.example.com/hook", "invoice.*")
+	c := tlstest.NewCA(t).Client(t, "hookd-client") // expires in a day
+	certPEM, err := os.ReadFile(c.CertFile)
+	require.NoError(t, err)
+	keyPEM, err := os.ReadFile(c.KeyFile)
+	require.NoError(t, err)
+	_, err = b.db.Store.ModifyEndpoint(ctx, e.ID, func(x *endpoint.Endpoint) error {
+		x.ClientCert, x.ClientKey = string(certPEM), string(keyPEM)
+		return nil
+	})
+	require.NoError(t, err)
+	cl := b.client(t)
+	require.Equal(t, 200, cl.login(b.link(t, "acct_a", "", store.PortalManage, time.Hour)).Status)
+	body := html.UnescapeString(cl.get("/portal/endpoints/" + e.ID).Body)
+	require.Contains(t, body, "<dt>Client certificate</dt><dd><code>CN=hookd-client</code>, <strong class=\"warn\">expires soon</strong>")
+	require.NotContains(t, body, "PRIVATE KEY")
 }
