@@ -356,3 +356,62 @@ func TestClientKeysAreEncryptedAtRest(t *testing.T) {
 	require.NoError(t, b.db.Store.Pool().QueryRow(ctx, `SELECT client_key IS NULL AND client_cert_not_after IS NULL FROM webhooks.endpoints WHERE id = 'ep_c'`).Scan(&isNull))
 	require.True(t, isNull)
 }
+
+// rotate-key and the start-up check cover client certificate keys too.
+func TestRotateSecretKeysSealsClientKeys(t *testing.T) {
+	t.Parallel()
+	b := newSecretsBundle(t)
+	ctx := context.Background()
+	c := tlstest.NewCA(t).Client(t, "hookd")
+	certPEM, err := os.ReadFile(c.CertFile)
+	require.NoError(t, err)
+	keyPEM, err := os.ReadFile(c.KeyFile)
+	require.NoError(t, err)
+	_, err = b.open(t).CreateEndpoint(ctx, endpoint.Endpoint{ID: "ep_c", Account: "acct_1", URL: "https://example.com/c",
+		Secrets: []string{endpoint.NewSecret()}, ClientCert: string(certPEM), ClientKey: string(keyPEM)})
+	require.NoError(t, err)
+	rawKey := func() string {
+		var v string
+		require.NoError(t, b.db.Store.Pool().QueryRow(ctx, `SELECT client_key FROM webhooks.endpoints WHERE id = 'ep_c'`).Scan(&v))
+		return v
+	}
+	require.Equal(t, string(keyPEM), rawKey(), "no key: plain text")
+
+	k1 := b.open(t, key(1))
+	at, err := k1.CheckSecretKeys(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, at.Plain, "the secret and the client key")
+	res, err := k1.RotateSecretKeys(ctx, store.RotateSecretsParams{})
+	require.NoError(t, err)
+	require.Equal(t, store.RotateSecretsResult{Endpoints: 1, Encrypted: 1}, res)
+	id, ok := secretbox.SealedKeyID(rawKey())
+	require.True(t, ok)
+	require.Equal(t, secretbox.KeyID(key(1)), id)
+
+	k21 := b.open(t, key(2), key(1))
+	res, err = k21.RotateSecretKeys(ctx, store.RotateSecretsParams{})
+	require.NoError(t, err)
+	require.Equal(t, store.RotateSecretsResult{Endpoints: 1, Reencrypted: 1}, res)
+	id, _ = secretbox.SealedKeyID(rawKey())
+	require.Equal(t, secretbox.KeyID(key(2)), id)
+	at, err = b.open(t, key(2)).CheckSecretKeys(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{secretbox.KeyID(key(2)): 2}, at.ByKey)
+	got, err := b.open(t, key(2)).GetEndpoint(ctx, "ep_c")
+	require.NoError(t, err)
+	require.Equal(t, string(keyPEM), got.ClientKey)
+
+	// The client key alone under a key given with the wrong bytes: refused
+	// at start-up.
+	_, err = b.db.Store.Pool().Exec(ctx, `UPDATE webhooks.endpoints SET secrets = $1 WHERE id = 'ep_c'`, []string{endpoint.NewSecret()})
+	require.NoError(t, err)
+	wrongUnderID, err := secretbox.ParseKeys(secretbox.KeyID(key(2)) + ":" + base64.StdEncoding.EncodeToString(key(9)))
+	require.NoError(t, err)
+	wrong, err := store.Open(ctx, store.Config{DatabaseURL: b.db.URL, Secrets: wrongUnderID}, nil)
+	require.NoError(t, err)
+	defer wrong.Close()
+	_, err = wrong.CheckSecretKeys(ctx)
+	require.ErrorIs(t, err, store.ErrSecretsKey)
+	require.ErrorIs(t, err, secretbox.ErrDecrypt)
+	require.Contains(t, err.Error(), "client key")
+}
