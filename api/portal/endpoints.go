@@ -217,6 +217,24 @@ func parseHeaderLines(s string) (map[string]string, error) {
 	return out, nil
 }
 
+// clientCertForm reads the client certificate fields of the settings
+// form: a new PEM certificate and key (both, checked to match and be
+// unexpired), or clear_client_cert. change is false when neither is asked
+// for: the key is never sent back to the page, so empty fields keep it.
+func (h *Handler) clientCertForm(r *http.Request) (certKey [2]string, change bool, err error) {
+	cert, key := strings.TrimSpace(r.PostFormValue("client_cert")), strings.TrimSpace(r.PostFormValue("client_key"))
+	switch {
+	case cert != "" || key != "":
+		if _, err := endpoint.ParseClientCert(cert+"\n", key+"\n", h.now()); err != nil {
+			return certKey, false, badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
+		}
+		return [2]string{cert + "\n", key + "\n"}, true, nil
+	case r.PostFormValue("clear_client_cert") != "":
+		return certKey, true, nil
+	}
+	return certKey, false, nil
+}
+
 // endpointSettings changes the URL, description, event types and custom
 // headers (when the form has the field: an empty one clears them).
 func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -251,6 +269,10 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 		}
 		filter = endpoint.NormalizeFilter(raw)
 	}
+	cert, changeCert, err := h.clientCertForm(r)
+	if err != nil {
+		return err
+	}
 	if rawURL != e.URL && !h.cfg.AllowPrivateNetworks {
 		if err := ssrf.CheckURL(r.Context(), h.resolver, rawURL); err != nil {
 			return badInput("url: %v; private and internal destinations are refused", err)
@@ -263,6 +285,9 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 		}
 		if hasFilter {
 			x.Filter = filter
+		}
+		if changeCert {
+			x.ClientCert, x.ClientKey = cert[0], cert[1]
 		}
 		return nil
 	})

@@ -55,26 +55,54 @@ func TestRotateToEd25519KeyPair(t *testing.T) {
 	require.Contains(t, html.UnescapeString(p.Body), `signature_scheme "rsa"`)
 }
 
-// The endpoint page shows a client certificate's subject and expiry,
-// flagged when it expires within 14 days; never its key.
-func TestEndpointPageShowsClientCert(t *testing.T) {
+// The settings form sets a client certificate (checked: a key of another
+// certificate is a 400 naming client_key), the endpoint page shows its
+// subject and expiry, flagged when it expires within 14 days, never its
+// key; empty fields keep it and the checkbox removes it.
+func TestSettingsFormClientCert(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := context.Background()
 	e := b.endpoint(t, "acct_a", "https://a.example.com/hook", "invoice.*")
-	c := tlstest.NewCA(t).Client(t, "hookd-client") // expires in a day
-	certPEM, err := os.ReadFile(c.CertFile)
-	require.NoError(t, err)
-	keyPEM, err := os.ReadFile(c.KeyFile)
-	require.NoError(t, err)
-	_, err = b.db.Store.ModifyEndpoint(ctx, e.ID, func(x *endpoint.Endpoint) error {
-		x.ClientCert, x.ClientKey = string(certPEM), string(keyPEM)
-		return nil
-	})
-	require.NoError(t, err)
+	ca := tlstest.NewCA(t)
+	read := func(c tlstest.Cert) (string, string) {
+		cert, err := os.ReadFile(c.CertFile)
+		require.NoError(t, err)
+		key, err := os.ReadFile(c.KeyFile)
+		require.NoError(t, err)
+		return string(cert), string(key)
+	}
+	certA, keyA := read(ca.Client(t, "hookd-client")) // expires in a day
+	_, keyB := read(ca.Client(t, "other"))
 	cl := b.client(t)
 	require.Equal(t, 200, cl.login(b.link(t, "acct_a", "", store.PortalManage, time.Hour)).Status)
-	body := html.UnescapeString(cl.get("/portal/endpoints/" + e.ID).Body)
+	page := "/portal/endpoints/" + e.ID
+	form := func(cert, key string) url.Values {
+		return url.Values{"url": {e.URL}, "event_types": {"invoice.*"}, "client_cert": {cert}, "client_key": {key}}
+	}
+
+	p := cl.submit(page, page+"/settings", form(certA, keyB))
+	require.Equal(t, 400, p.Status)
+	require.Contains(t, html.UnescapeString(p.Body), "client_key: does not match the public key of client_cert")
+	p = cl.submit(page, page+"/settings", form(certA, keyA))
+	require.Equal(t, 200, p.Status, p.Body)
+	got, err := b.db.Store.GetEndpoint(ctx, e.ID)
+	require.NoError(t, err)
+	require.Contains(t, got.ClientKey, "PRIVATE KEY")
+	body := html.UnescapeString(cl.get(page).Body)
 	require.Contains(t, body, "<dt>Client certificate</dt><dd><code>CN=hookd-client</code>, <strong class=\"warn\">expires soon</strong>")
-	require.NotContains(t, body, "PRIVATE KEY")
+	require.NotContains(t, body, "PRIVATE KEY-----\n", "the key is never sent back")
+
+	p = cl.submit(page, page+"/settings", form("", ""))
+	require.Equal(t, 200, p.Status, p.Body)
+	got, err = b.db.Store.GetEndpoint(ctx, e.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, got.ClientCert, "empty fields keep it")
+	v := form("", "")
+	v.Set("clear_client_cert", "1")
+	p = cl.submit(page, page+"/settings", v)
+	require.Equal(t, 200, p.Status, p.Body)
+	got, err = b.db.Store.GetEndpoint(ctx, e.ID)
+	require.NoError(t, err)
+	require.Empty(t, got.ClientCert)
 }
