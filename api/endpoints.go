@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -26,19 +27,30 @@ type endpointOut struct {
 	TimeoutMS   int64    `json:"timeout_ms,omitempty"`
 	RatePerSec  float64  `json:"rate_per_sec,omitempty"`
 	// Headers is always an object, {} when the endpoint has none.
-	Headers        map[string]string `json:"headers"`
-	Secrets        []string          `json:"secrets"`
-	Secret         string            `json:"secret,omitempty"`
-	FailingSince   *time.Time        `json:"failing_since,omitempty"`
-	DisabledReason string            `json:"disabled_reason,omitempty"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
+	Headers map[string]string `json:"headers"`
+	// Filter is the payload filter; left out when none.
+	Filter  json.RawMessage `json:"filter,omitempty"`
+	Secrets []string        `json:"secrets"`
+	Secret  string          `json:"secret,omitempty"`
+	// SignatureScheme is the current key's: hmac-sha256 or ed25519.
+	SignatureScheme string `json:"signature_scheme"`
+	// PublicKeys are the whpk_ keys of the ed25519 keys, current first.
+	PublicKeys []string `json:"public_keys,omitempty"`
+	// ClientCertSubject and ClientCertExpiresAt describe the client
+	// certificate (mutual TLS); left out when none. Its key is never shown.
+	ClientCertSubject   string     `json:"client_cert_subject,omitempty"`
+	ClientCertExpiresAt *time.Time `json:"client_cert_expires_at,omitempty"`
+	FailingSince        *time.Time `json:"failing_since,omitempty"`
+	DisabledReason      string     `json:"disabled_reason,omitempty"`
+	CreatedAt           time.Time  `json:"created_at"`
+	UpdatedAt           time.Time  `json:"updated_at"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
 	out := endpointOut{ID: e.ID, Account: e.Account, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes,
 		Status: string(e.Status), MaxInFlight: e.MaxInFlight, TimeoutMS: e.Timeout.Milliseconds(), RatePerSec: e.RatePerSec,
-		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers}
+		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers,
+		Filter: e.Filter}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}
@@ -46,29 +58,40 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 		out.Headers = map[string]string{}
 	}
 	for _, sec := range e.Secrets {
-		if len(sec) > 10 {
-			sec = sec[:10]
-		}
-		out.Secrets = append(out.Secrets, sec+"****")
+		out.Secrets = append(out.Secrets, endpoint.MaskSecret(sec))
+	}
+	out.SignatureScheme, out.PublicKeys = endpoint.SchemeHMAC, e.PublicKeys()
+	if len(e.Secrets) > 0 {
+		out.SignatureScheme = endpoint.SchemeOf(e.Secrets[0])
 	}
 	if !e.FailingSince.IsZero() {
 		t := e.FailingSince
 		out.FailingSince = &t
 	}
+	if info, ok := e.ClientCertInfo(); ok {
+		out.ClientCertSubject, out.ClientCertExpiresAt = info.Subject, &info.NotAfter
+	}
 	return out
 }
 
 type endpointIn struct {
-	ID          string            `json:"id"`
-	Account     string            `json:"account"`
-	URL         string            `json:"url"`
-	Description string            `json:"description"`
-	EventTypes  []string          `json:"event_types"`
-	Secret      string            `json:"secret"`
-	MaxInFlight int               `json:"max_in_flight"`
-	TimeoutMS   int64             `json:"timeout_ms"`
-	RatePerSec  float64           `json:"rate_per_sec"`
-	Headers     map[string]string `json:"headers"`
+	ID          string   `json:"id"`
+	Account     string   `json:"account"`
+	URL         string   `json:"url"`
+	Description string   `json:"description"`
+	EventTypes  []string `json:"event_types"`
+	Secret      string   `json:"secret"`
+	// SignatureScheme picks the generated key's kind when Secret is empty.
+	SignatureScheme string            `json:"signature_scheme"`
+	MaxInFlight     int               `json:"max_in_flight"`
+	TimeoutMS       int64             `json:"timeout_ms"`
+	RatePerSec      float64           `json:"rate_per_sec"`
+	Headers         map[string]string `json:"headers"`
+	Filter          json.RawMessage   `json:"filter"`
+	// ClientCert and ClientKey are a PEM client certificate and key for
+	// mutual TLS.
+	ClientCert string `json:"client_cert"`
+	ClientKey  string `json:"client_key"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -83,13 +106,26 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	e := endpoint.Endpoint{ID: in.ID, Account: in.Account, URL: in.URL, Description: in.Description, EventTypes: in.EventTypes,
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
-		RatePerSec: in.RatePerSec, Headers: in.Headers}
+		RatePerSec: in.RatePerSec, Headers: in.Headers, Filter: endpoint.NormalizeFilter(in.Filter),
+		ClientCert: in.ClientCert, ClientKey: in.ClientKey}
+	if _, err := endpoint.ParseClientCert(e.ClientCert, e.ClientKey, time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
 	if e.ID == "" {
 		e.ID = endpoint.NewID()
 	}
 	secret := in.Secret
 	if secret == "" {
-		secret = endpoint.NewSecret()
+		var err error
+		if secret, err = endpoint.NewSigningKey(in.SignatureScheme); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", err.Error())
+			return
+		}
+	} else if in.SignatureScheme != "" && in.SignatureScheme != endpoint.SchemeOf(secret) {
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("signature_scheme: %s contradicts the secret given (a %s key)",
+			in.SignatureScheme, endpoint.SchemeOf(secret)))
+		return
 	}
 	e.Secrets = []string{secret}
 	if err := CheckNewEndpoint(r.Context(), s.resolver, s.cfg.AllowPrivateNetworks, &e); err != nil {
@@ -110,7 +146,11 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 		s.internal(w, r, err)
 	default:
 		v := endpointView(out)
-		v.Secret = secret
+		if !endpoint.IsPrivateKey(secret) {
+			// A shared secret is shown once; a private key never is: the
+			// receiver verifies with the public key.
+			v.Secret = secret
+		}
 		w.Header().Set("Location", "/v1/endpoints/"+url.PathEscape(out.ID))
 		writeJSON(w, http.StatusCreated, v)
 	}
@@ -235,6 +275,13 @@ type endpointPatch struct {
 	RatePerSec  *float64  `json:"rate_per_sec"`
 	// Headers replaces every custom header; {} removes them all.
 	Headers *map[string]string `json:"headers"`
+	// Filter replaces the payload filter; null or {} removes it. Absent
+	// (nil) leaves it.
+	Filter json.RawMessage `json:"filter"`
+	// ClientCert and ClientKey replace the client certificate, both
+	// together; both "" remove it.
+	ClientCert *string `json:"client_cert"`
+	ClientKey  *string `json:"client_key"`
 }
 
 func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -298,6 +345,17 @@ func (s *V1) patchProblem(p *endpointPatch) string {
 			return err.Error()
 		}
 	}
+	if _, err := endpoint.ParseFilter(p.Filter); err != nil {
+		return err.Error()
+	}
+	if p.ClientCert != nil || p.ClientKey != nil {
+		if p.ClientCert == nil || p.ClientKey == nil {
+			return `client_cert, client_key: give both (or both "" to remove the certificate)`
+		}
+		if _, err := endpoint.ParseClientCert(*p.ClientCert, *p.ClientKey, time.Now()); err != nil {
+			return err.Error()
+		}
+	}
 	return s.limitsProblem(p.MaxInFlight, p.TimeoutMS, p.RatePerSec)
 }
 
@@ -323,6 +381,12 @@ func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
 	}
 	if p.Headers != nil {
 		e.Headers = *p.Headers
+	}
+	if len(p.Filter) > 0 {
+		e.Filter = endpoint.NormalizeFilter(p.Filter)
+	}
+	if p.ClientCert != nil && p.ClientKey != nil {
+		e.ClientCert, e.ClientKey = *p.ClientCert, *p.ClientKey
 	}
 	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
 		e.Status = endpoint.Status(*p.Status)

@@ -30,6 +30,10 @@ type Target struct {
 	// hookd sets (webhook-*, content-type, user-agent) is never replaced.
 	// The API and the store refuse reserved names (endpoint.ReservedHeader).
 	Headers map[string]string
+	// ClientCert and ClientKey are a PEM client certificate (chain) and
+	// key, presented when the receiver asks for one (mutual TLS); empty
+	// when none. Connections are pooled per certificate.
+	ClientCert, ClientKey string
 }
 
 // Endpoints resolves endpoint ids, typically from an in-memory index kept

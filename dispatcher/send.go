@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +26,9 @@ import (
 
 // sender makes the HTTP request of one attempt.
 type sender struct {
-	client     *http.Client
+	client *http.Client
+	// certs are the Transports of endpoints with a client certificate.
+	certs      certTransports
 	prepared   preparedCache
 	timestamps timestampCache
 	userAgent  []string // the header value, shared by every request
@@ -64,6 +67,7 @@ func newSender(cfg Config) *sender {
 			// Redirects are never followed: a 3xx is a failed attempt.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
+		certs:     certTransports{newTransport: func() *http.Transport { return newTransport(cfg, dial) }},
 		userAgent: []string{cfg.UserAgent},
 		readLimit: cfg.ResponseReadLimit,
 		excerpt:   cfg.ResponseExcerpt,
@@ -71,7 +75,10 @@ func newSender(cfg Config) *sender {
 }
 
 // closeIdle closes the idle connections.
-func (s *sender) closeIdle() { s.client.CloseIdleConnections() }
+func (s *sender) closeIdle() {
+	s.client.CloseIdleConnections()
+	s.certs.closeIdle()
+}
 
 // logging makes send log one line per attempt on log: at info when
 // atInfo (--log-deliveries), else at debug (seen with --log-level debug).
@@ -133,7 +140,11 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	// The transport itself, not the client: redirects are never followed,
 	// so the client's redirect bookkeeping (a copy of every request's
 	// headers) is work for nothing. Errors are wrapped as the client does.
-	resp, err := s.client.Transport.RoundTrip(req)
+	rt := s.client.Transport
+	if p.cert != nil {
+		rt = s.certs.get(p.certID, p.cert)
+	}
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		return response{err: &url.Error{Op: "Post", URL: p.url.Redacted(), Err: err}}
 	}
@@ -189,7 +200,12 @@ type prepared struct {
 	// read by the transport only.
 	headers []customHeader
 	raw     map[string]string // t.Headers, for matches
-	err     error
+	// cert is t's client certificate, nil when none; certID keys its
+	// Transport.
+	cert                *tls.Certificate
+	certID              [32]byte
+	certPEM, certKeyPEM string // for matches
+	err                 error
 }
 
 type customHeader struct {
@@ -207,18 +223,33 @@ func prepare(t Target) *prepared {
 		p.err = fmt.Errorf("%w: %q", ErrInvalidURL, t.URL)
 		return p
 	}
-	keys, err := signature.ParseSecrets(t.Secrets)
+	// whsec_ secrets sign v1, whsk_ ed25519 keys v1a; every key signs.
+	keys, err := signature.ParseKeys(t.Secrets)
 	if err != nil || len(keys) == 0 {
 		p.err = fmt.Errorf("%w: %v", ErrInvalidSecret, err)
 		return p
 	}
-	p.url, p.signer = u, signature.NewSigner(keys)
+	p.url, p.signer = u, signature.NewKeySigner(keys)
+	if t.ClientCert != "" {
+		p.certPEM, p.certKeyPEM = t.ClientCert, t.ClientKey
+		cert, err := tls.X509KeyPair([]byte(t.ClientCert), []byte(t.ClientKey))
+		if err != nil {
+			// The API and the store refuse such a pair. Its credentials
+			// unusable, the endpoint is treated as with an unusable secret
+			// (class invalid_secret): a request without the certificate
+			// would only be refused by the receiver.
+			p.err = fmt.Errorf("%w: client certificate: %v", ErrInvalidSecret, err)
+			return p
+		}
+		p.cert, p.certID = &cert, clientCertID(t.ClientCert, t.ClientKey)
+	}
 	return p
 }
 
 // matches reports whether p was prepared from t's URL, secrets and headers.
 func (p *prepared) matches(t Target) bool {
-	return p.rawURL == t.URL && slices.Equal(p.secrets, t.Secrets) && maps.Equal(p.raw, t.Headers)
+	return p.rawURL == t.URL && slices.Equal(p.secrets, t.Secrets) && maps.Equal(p.raw, t.Headers) &&
+		p.certPEM == t.ClientCert && p.certKeyPEM == t.ClientKey
 }
 
 // preparedRotate is how often the prepared endpoints are aged: one unused

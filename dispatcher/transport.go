@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -108,4 +110,86 @@ func LoadEndpointCAs(path string) (*x509.CertPool, error) {
 		return nil, errors.New(path + ": no certificate in it")
 	}
 	return pool, nil
+}
+
+// Client certificates (mutual TLS). An endpoint with a client certificate
+// is sent to through a Transport of its certificate's own, whose TLS
+// config presents that certificate when the receiver asks for one
+// (GetClientCertificate): connections, HTTP/2 streams and TLS sessions are
+// pooled per certificate, so no connection made with one endpoint's
+// certificate, and no session resumed from one, ever carries another
+// endpoint's request. Endpoints without one share the main Transport,
+// which presents none.
+
+// certTransportIdle is how long a certificate's Transport may go unused
+// before it is closed and forgotten (its certificate changed, or its
+// endpoint went quiet).
+const certTransportIdle = 10 * time.Minute
+
+// certTransports holds one Transport per client certificate in use.
+type certTransports struct {
+	newTransport func() *http.Transport
+	mu           sync.Mutex
+	m            map[[32]byte]*certTransport
+	swept        time.Time
+}
+
+type certTransport struct {
+	rt   *http.Transport
+	used time.Time
+}
+
+// clientCertID identifies a certificate and key pair.
+func clientCertID(certPEM, keyPEM string) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(certPEM))
+	h.Write([]byte{0})
+	h.Write([]byte(keyPEM))
+	var id [32]byte
+	h.Sum(id[:0])
+	return id
+}
+
+// get returns the Transport of the certificate id, made on first use.
+func (c *certTransports) get(id [32]byte, cert *tls.Certificate) *http.Transport {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m, c.swept = map[[32]byte]*certTransport{}, now
+	}
+	if now.Sub(c.swept) >= certTransportIdle {
+		c.sweep(now)
+	}
+	ct := c.m[id]
+	if ct == nil {
+		rt := c.newTransport()
+		rt.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return cert, nil
+		}
+		ct = &certTransport{rt: rt}
+		c.m[id] = ct
+	}
+	ct.used = now
+	return ct.rt
+}
+
+// sweep closes and forgets the Transports unused for certTransportIdle.
+func (c *certTransports) sweep(now time.Time) {
+	c.swept = now
+	for id, ct := range c.m {
+		if now.Sub(ct.used) >= certTransportIdle {
+			ct.rt.CloseIdleConnections()
+			delete(c.m, id)
+		}
+	}
+}
+
+// closeIdle closes every certificate Transport's idle connections.
+func (c *certTransports) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ct := range c.m {
+		ct.rt.CloseIdleConnections()
+	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,7 +23,7 @@ const EndpointChannel = "hookd_endpoints"
 var _ endpoint.Source = (*Store)(nil)
 
 const endpointColumns = `id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms,
-	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers`
+	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers, filter, client_cert, client_key`
 
 // scanEndpoint reads one endpoint row and opens its signing secrets.
 func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
@@ -33,9 +34,11 @@ func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 		rate                    *float64
 		failingSince, disableAt *time.Time
 		disabledReason          *string
+		clientCert, clientKey   *string
 	)
 	err := row.Scan(&e.ID, &e.Account, &e.URL, &e.Description, &e.Secrets, &e.EventTypes, &status,
-		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt, &e.Headers)
+		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt, &e.Headers, &e.Filter,
+		&clientCert, &clientKey)
 	if err != nil {
 		return e, translate(err)
 	}
@@ -66,6 +69,12 @@ func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 	}
 	if e.Secrets, err = s.openSecrets(e.ID, e.Secrets); err != nil {
 		return e, err
+	}
+	if clientCert != nil && clientKey != nil {
+		e.ClientCert = *clientCert
+		if e.ClientKey, err = s.openClientKey(e.ID, *clientKey); err != nil {
+			return e, err
+		}
 	}
 	return e, nil
 }
@@ -126,9 +135,9 @@ func (s *Store) endpointArgs(e *endpoint.Endpoint) []any {
 	if headers == nil {
 		headers = map[string]string{} // jsonb '{}', not null
 	}
-	return []any{e.ID, e.Account, e.URL, e.Description, s.sealSecrets(e.ID, e.Secrets), types, string(e.Status),
+	return append([]any{e.ID, e.Account, e.URL, e.Description, s.sealSecrets(e.ID, e.Secrets), types, string(e.Status),
 		nullInt(e.MaxInFlight), nullInt(int(e.Timeout / time.Millisecond)), nullFloat(e.RatePerSec),
-		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers}
+		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers, filterArg(e.Filter)}, s.clientCertArgs(e)...)
 }
 
 // CreateEndpoint inserts e after validating it. An empty status means
@@ -145,8 +154,8 @@ func (s *Store) CreateEndpoint(ctx context.Context, e endpoint.Endpoint) (endpoi
 	}
 	row := s.pool.QueryRow(ctx, `INSERT INTO webhooks.endpoints
 		(id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms, rate_per_sec,
-		 failing_since, disabled_reason, disabled_at, headers)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		 failing_since, disabled_reason, disabled_at, headers, filter, client_cert, client_key, client_cert_not_after)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 		RETURNING `+endpointColumns, s.endpointArgs(&e)...)
 	out, err := s.scanEndpoint(row)
 	if err != nil {
@@ -226,7 +235,8 @@ func (s *Store) ModifyEndpoint(ctx context.Context, id string, change func(*endp
 		out, err = s.scanEndpoint(tx.QueryRow(ctx, `UPDATE webhooks.endpoints SET
 			url = $3, description = $4, secrets = $5, event_types = $6, status = $7, max_in_flight = $8,
 			timeout_ms = $9, rate_per_sec = $10, failing_since = $11, disabled_reason = $12, disabled_at = $13,
-			headers = $14, updated_at = now()
+			headers = $14, filter = $15,
+			client_cert = $16, client_key = $17, client_cert_not_after = $18, updated_at = now()
 			WHERE id = $1 AND account = $2 RETURNING `+endpointColumns, args...))
 		if err != nil {
 			return fmt.Errorf("updating endpoint %s: %s", id, oneLine(err))
@@ -298,4 +308,14 @@ func (s *Store) ListenEndpointChanges(ctx context.Context, onListening func(cont
 		}
 		onChange(n.Payload)
 	}
+}
+
+// filterArg is an endpoint's payload filter as a query argument: SQL NULL
+// when it has none, else its JSON text.
+func filterArg(raw json.RawMessage) any {
+	raw = endpoint.NormalizeFilter(raw)
+	if raw == nil {
+		return nil
+	}
+	return string(raw)
 }

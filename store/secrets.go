@@ -74,7 +74,8 @@ func (s *Store) openSecrets(endpointID string, stored []string) ([]string, error
 	return out, nil
 }
 
-// SecretsAtRest counts the stored signing secrets by how they are kept.
+// SecretsAtRest counts the stored signing secrets (and client certificate
+// keys) by how they are kept.
 type SecretsAtRest struct {
 	// Plain counts the secrets stored in plain text.
 	Plain int
@@ -93,7 +94,7 @@ var ErrSecretsKey = errors.New("signing secrets are encrypted with a key that is
 func (s *Store) CheckSecretKeys(ctx context.Context) (SecretsAtRest, error) {
 	res := SecretsAtRest{ByKey: map[string]int{}}
 	rows, err := s.pool.Query(ctx, `SELECT CASE WHEN v LIKE 'v1:%' THEN split_part(v, ':', 2) ELSE '' END, count(*)
-		FROM webhooks.endpoints, unnest(secrets) AS v GROUP BY 1`)
+		FROM webhooks.endpoints, unnest(array_remove(secrets || client_key, NULL)) AS v GROUP BY 1`)
 	if err != nil {
 		return res, fmt.Errorf("counting signing secrets: %s", oneLine(err))
 	}
@@ -133,18 +134,26 @@ func (s *Store) CheckSecretKeys(ctx context.Context) (SecretsAtRest, error) {
 // under an explicit id that is not the key that sealed (a typo in a key
 // file) fails here, at start-up, rather than on every read.
 func (s *Store) checkKeysOpen(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (split_part(v, ':', 2)) id, v
-		FROM webhooks.endpoints, unnest(secrets) AS v WHERE v LIKE 'v1:%' ORDER BY split_part(v, ':', 2), id`)
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (split_part(v, ':', 2)) id, v, client_key FROM (
+			SELECT id, v, false AS client_key FROM webhooks.endpoints, unnest(secrets) AS v WHERE v LIKE 'v1:%'
+			UNION ALL
+			SELECT id, client_key, true FROM webhooks.endpoints WHERE client_key LIKE 'v1:%') sealed
+		ORDER BY split_part(v, ':', 2), id, client_key`)
 	if err != nil {
 		return fmt.Errorf("checking the secrets keys: %s", oneLine(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id, v string
-		if err := rows.Scan(&id, &v); err != nil {
+		var clientKey bool
+		if err := rows.Scan(&id, &v, &clientKey); err != nil {
 			return fmt.Errorf("checking the secrets keys: %s", oneLine(err))
 		}
-		if _, err := s.openSecrets(id, []string{v}); err != nil {
+		open := func() error { _, err := s.openSecrets(id, []string{v}); return err }
+		if clientKey {
+			open = func() error { _, err := s.openClientKey(id, v); return err }
+		}
+		if err := open(); err != nil {
 			return fmt.Errorf("%w: %w", ErrSecretsKey, err)
 		}
 	}
@@ -176,8 +185,9 @@ type RotateSecretsResult struct {
 	Current int
 }
 
-// RotateSecretKeys seals every endpoint's signing secrets under the current
-// key: plain-text ones and those sealed under an older key. It runs online,
+// RotateSecretKeys seals every endpoint's signing secrets (and client
+// certificate key) under the current key: plain-text ones and those sealed
+// under an older key. It runs online,
 // in batches of endpoints locked FOR UPDATE for one short transaction each
 // (an API edit of one of them waits for it), leaves updated_at alone (the
 // secrets are the same), and is idempotent: a second run rewrites nothing.
@@ -216,17 +226,18 @@ func (s *Store) RotateSecretKeys(ctx context.Context, p RotateSecretsParams) (Ro
 func (s *Store) rotateBatch(ctx context.Context, after string, limit int) (res RotateSecretsResult, last string, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = RotateSecretsResult{}
-		rows, err := tx.Query(ctx, `SELECT id, secrets FROM webhooks.endpoints WHERE id > $1 ORDER BY id LIMIT $2 FOR UPDATE`, after, limit)
+		rows, err := tx.Query(ctx, `SELECT id, secrets, client_key FROM webhooks.endpoints WHERE id > $1 ORDER BY id LIMIT $2 FOR UPDATE`, after, limit)
 		if err != nil {
 			return fmt.Errorf("rotating signing secrets: %s", oneLine(err))
 		}
 		type row struct {
-			id      string
-			secrets []string
+			id        string
+			secrets   []string
+			clientKey *string
 		}
 		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 			var x row
-			return x, r.Scan(&x.id, &x.secrets)
+			return x, r.Scan(&x.id, &x.secrets, &x.clientKey)
 		})
 		if err != nil {
 			return fmt.Errorf("rotating signing secrets: %s", oneLine(err))
@@ -235,7 +246,11 @@ func (s *Store) rotateBatch(ctx context.Context, after string, limit int) (res R
 		for _, r := range got {
 			res.Endpoints++
 			last = r.id
-			switch s.secretsState(r.secrets) {
+			values := r.secrets
+			if r.clientKey != nil {
+				values = append(slices.Clip(values), *r.clientKey)
+			}
+			switch s.secretsState(values) {
 			case stateCurrent:
 				res.Current++
 				continue
@@ -248,7 +263,17 @@ func (s *Store) rotateBatch(ctx context.Context, after string, limit int) (res R
 			if err != nil {
 				return err
 			}
-			updates.Queue(`UPDATE webhooks.endpoints SET secrets = $2 WHERE id = $1`, r.id, s.sealSecrets(r.id, plain))
+			var clientKey *string
+			if r.clientKey != nil {
+				key, err := s.openClientKey(r.id, *r.clientKey)
+				if err != nil {
+					return err
+				}
+				sealed := s.secrets.Seal(key, clientKeyAAD(r.id))
+				clientKey = &sealed
+			}
+			updates.Queue(`UPDATE webhooks.endpoints SET secrets = $2, client_key = $3 WHERE id = $1`, r.id,
+				s.sealSecrets(r.id, plain), clientKey)
 		}
 		if updates.Len() == 0 {
 			return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/secretbox"
+	"github.com/hookd/hookd/internal/tlstest"
 	"github.com/hookd/hookd/store"
 )
 
@@ -271,4 +273,145 @@ func TestRotateSecretKeysAlongsideEdits(t *testing.T) {
 		require.Equal(t, []string{want[e.ID]}, e.Secrets, e.ID)
 		requireSealed(t, b.stored(t, e.ID), secretbox.KeyID(key(1)), want[e.ID])
 	}
+}
+
+// An ed25519 private key (whsk_) is a signing key like a whsec_ secret:
+// sealed at rest under the current key, read back plain, and rotated in
+// next to a shared secret.
+func TestPrivateKeysAreEncryptedAtRest(t *testing.T) {
+	t.Parallel()
+	b := newSecretsBundle(t)
+	st := b.open(t, key(1))
+	ctx := context.Background()
+	private, err := endpoint.NewSigningKey(endpoint.SchemeEd25519)
+	require.NoError(t, err)
+	secret := endpoint.NewSecret()
+
+	_, err = st.CreateEndpoint(ctx, endpoint.Endpoint{ID: "ep_k", Account: "acct_1", URL: "https://example.com/k", Secrets: []string{secret}})
+	require.NoError(t, err)
+	rotated, err := st.ModifyEndpoint(ctx, "ep_k", func(e *endpoint.Endpoint) error {
+		e.Secrets = []string{private, e.Secrets[0]}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{private, secret}, rotated.Secrets)
+	requireSealed(t, b.stored(t, "ep_k"), secretbox.KeyID(key(1)), private, secret)
+	for _, v := range b.stored(t, "ep_k") {
+		require.NotContains(t, v, strings.TrimPrefix(private, "whsk_"))
+	}
+	got, err := st.EndpointsByID(ctx, []string{"ep_k"})
+	require.NoError(t, err)
+	require.Equal(t, []string{private, secret}, got[0].Secrets)
+	require.Len(t, got[0].PublicKeys(), 1)
+}
+
+// A client certificate's key is sealed at rest, bound to its endpoint and
+// to its column; the certificate and its expiry are stored as they are.
+func TestClientKeysAreEncryptedAtRest(t *testing.T) {
+	t.Parallel()
+	b := newSecretsBundle(t)
+	st := b.open(t, key(1))
+	ctx := context.Background()
+	ca := tlstest.NewCA(t)
+	c := ca.Client(t, "hookd")
+	certPEM, err := os.ReadFile(c.CertFile)
+	require.NoError(t, err)
+	keyPEM, err := os.ReadFile(c.KeyFile)
+	require.NoError(t, err)
+
+	created, err := st.CreateEndpoint(ctx, endpoint.Endpoint{ID: "ep_c", Account: "acct_1", URL: "https://example.com/c",
+		Secrets: []string{endpoint.NewSecret()}, ClientCert: string(certPEM), ClientKey: string(keyPEM)})
+	require.NoError(t, err)
+	require.Equal(t, string(keyPEM), created.ClientKey)
+	var rawKey, rawCert string
+	var notAfter time.Time
+	require.NoError(t, b.db.Store.Pool().QueryRow(ctx, `SELECT client_cert, client_key, client_cert_not_after FROM webhooks.endpoints WHERE id = 'ep_c'`).
+		Scan(&rawCert, &rawKey, &notAfter))
+	require.Equal(t, string(certPEM), rawCert)
+	id, ok := secretbox.SealedKeyID(rawKey)
+	require.True(t, ok, "the key is stored in plain text")
+	require.Equal(t, secretbox.KeyID(key(1)), id)
+	require.NotContains(t, rawKey, "PRIVATE KEY")
+	info, _ := created.ClientCertInfo()
+	require.WithinDuration(t, info.NotAfter, notAfter, time.Second)
+
+	got, err := st.AllEndpoints(ctx)
+	require.NoError(t, err)
+	require.Equal(t, string(keyPEM), got[0].ClientKey, "the index reads the key plain")
+
+	// Copied into the secrets column, a sealed key does not open.
+	_, err = b.db.Store.Pool().Exec(ctx, `INSERT INTO webhooks.endpoints (id, account, url, secrets)
+		SELECT 'ep_copy', account, url, ARRAY[client_key] FROM webhooks.endpoints WHERE id = 'ep_c'`)
+	require.NoError(t, err)
+	_, err = st.GetEndpoint(ctx, "ep_copy")
+	require.ErrorIs(t, err, secretbox.ErrDecrypt)
+
+	cleared, err := st.ModifyEndpoint(ctx, "ep_c", func(e *endpoint.Endpoint) error {
+		e.ClientCert, e.ClientKey = "", ""
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, cleared.ClientCert)
+	var isNull bool
+	require.NoError(t, b.db.Store.Pool().QueryRow(ctx, `SELECT client_key IS NULL AND client_cert_not_after IS NULL FROM webhooks.endpoints WHERE id = 'ep_c'`).Scan(&isNull))
+	require.True(t, isNull)
+}
+
+// rotate-key and the start-up check cover client certificate keys too.
+func TestRotateSecretKeysSealsClientKeys(t *testing.T) {
+	t.Parallel()
+	b := newSecretsBundle(t)
+	ctx := context.Background()
+	c := tlstest.NewCA(t).Client(t, "hookd")
+	certPEM, err := os.ReadFile(c.CertFile)
+	require.NoError(t, err)
+	keyPEM, err := os.ReadFile(c.KeyFile)
+	require.NoError(t, err)
+	_, err = b.open(t).CreateEndpoint(ctx, endpoint.Endpoint{ID: "ep_c", Account: "acct_1", URL: "https://example.com/c",
+		Secrets: []string{endpoint.NewSecret()}, ClientCert: string(certPEM), ClientKey: string(keyPEM)})
+	require.NoError(t, err)
+	rawKey := func() string {
+		var v string
+		require.NoError(t, b.db.Store.Pool().QueryRow(ctx, `SELECT client_key FROM webhooks.endpoints WHERE id = 'ep_c'`).Scan(&v))
+		return v
+	}
+	require.Equal(t, string(keyPEM), rawKey(), "no key: plain text")
+
+	k1 := b.open(t, key(1))
+	at, err := k1.CheckSecretKeys(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, at.Plain, "the secret and the client key")
+	res, err := k1.RotateSecretKeys(ctx, store.RotateSecretsParams{})
+	require.NoError(t, err)
+	require.Equal(t, store.RotateSecretsResult{Endpoints: 1, Encrypted: 1}, res)
+	id, ok := secretbox.SealedKeyID(rawKey())
+	require.True(t, ok)
+	require.Equal(t, secretbox.KeyID(key(1)), id)
+
+	k21 := b.open(t, key(2), key(1))
+	res, err = k21.RotateSecretKeys(ctx, store.RotateSecretsParams{})
+	require.NoError(t, err)
+	require.Equal(t, store.RotateSecretsResult{Endpoints: 1, Reencrypted: 1}, res)
+	id, _ = secretbox.SealedKeyID(rawKey())
+	require.Equal(t, secretbox.KeyID(key(2)), id)
+	at, err = b.open(t, key(2)).CheckSecretKeys(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{secretbox.KeyID(key(2)): 2}, at.ByKey)
+	got, err := b.open(t, key(2)).GetEndpoint(ctx, "ep_c")
+	require.NoError(t, err)
+	require.Equal(t, string(keyPEM), got.ClientKey)
+
+	// The client key alone under a key given with the wrong bytes: refused
+	// at start-up.
+	_, err = b.db.Store.Pool().Exec(ctx, `UPDATE webhooks.endpoints SET secrets = $1 WHERE id = 'ep_c'`, []string{endpoint.NewSecret()})
+	require.NoError(t, err)
+	wrongUnderID, err := secretbox.ParseKeys(secretbox.KeyID(key(2)) + ":" + base64.StdEncoding.EncodeToString(key(9)))
+	require.NoError(t, err)
+	wrong, err := store.Open(ctx, store.Config{DatabaseURL: b.db.URL, Secrets: wrongUnderID}, nil)
+	require.NoError(t, err)
+	defer wrong.Close()
+	_, err = wrong.CheckSecretKeys(ctx)
+	require.ErrorIs(t, err, store.ErrSecretsKey)
+	require.ErrorIs(t, err, secretbox.ErrDecrypt)
+	require.Contains(t, err.Error(), "client key")
 }

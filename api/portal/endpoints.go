@@ -87,6 +87,14 @@ func (h *Handler) withStats(ctx context.Context, account string, eps []endpoint.
 var windows = map[string]time.Duration{"24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour}
 
 // endpointView is the endpoint page's data.
+// clientCertView is an endpoint's client certificate on its page.
+type clientCertView struct {
+	endpoint.ClientCertInfo
+	// Soon is within endpoint.ClientCertWarning (14 days) of expiry;
+	// Expired is past it.
+	Soon, Expired bool
+}
+
 type endpointView struct {
 	endpointRow
 	Window      string
@@ -96,6 +104,11 @@ type endpointView struct {
 	DeadLetters []store.Delivery
 	// Secrets are masked: their first characters only.
 	Secrets []string
+	// PublicKeys are the whpk_ keys of the ed25519 signing keys.
+	PublicKeys []string
+	// ClientCert describes the client certificate (mutual TLS); nil when
+	// none.
+	ClientCert *clientCertView
 	// Defaults of the limits the endpoint does not set.
 	DefaultTimeout  time.Duration
 	DefaultInFlight int
@@ -153,7 +166,13 @@ func (h *Handler) endpointData(r *http.Request, s *session) (endpointView, error
 		return v, err
 	}
 	for _, sec := range e.Secrets {
-		v.Secrets = append(v.Secrets, clipN(sec, 10))
+		v.Secrets = append(v.Secrets, strings.TrimSuffix(endpoint.MaskSecret(sec), "****"))
+	}
+	v.PublicKeys = e.PublicKeys()
+	if info, ok := e.ClientCertInfo(); ok {
+		now := h.now()
+		v.ClientCert = &clientCertView{ClientCertInfo: info, Expired: now.After(info.NotAfter),
+			Soon: now.Add(endpoint.ClientCertWarning).After(info.NotAfter)}
 	}
 	if v.Catalog, v.FreeTypes, err = h.catalogChoices(ctx, e.EventTypes); err != nil {
 		return v, err
@@ -205,6 +224,24 @@ func parseHeaderLines(s string) (map[string]string, error) {
 	return out, nil
 }
 
+// clientCertForm reads the client certificate fields of the settings
+// form: a new PEM certificate and key (both, checked to match and be
+// unexpired), or clear_client_cert. change is false when neither is asked
+// for: the key is never sent back to the page, so empty fields keep it.
+func (h *Handler) clientCertForm(r *http.Request) (certKey [2]string, change bool, err error) {
+	cert, key := strings.TrimSpace(r.PostFormValue("client_cert")), strings.TrimSpace(r.PostFormValue("client_key"))
+	switch {
+	case cert != "" || key != "":
+		if _, err := endpoint.ParseClientCert(cert+"\n", key+"\n", h.now()); err != nil {
+			return certKey, false, badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
+		}
+		return [2]string{cert + "\n", key + "\n"}, true, nil
+	case r.PostFormValue("clear_client_cert") != "":
+		return certKey, true, nil
+	}
+	return certKey, false, nil
+}
+
 // endpointSettings changes the URL, description, event types and custom
 // headers (when the form has the field: an empty one clears them).
 func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -231,6 +268,18 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 			return err
 		}
 	}
+	filter, hasFilter := e.Filter, r.PostForm.Has("filter")
+	if hasFilter {
+		raw := []byte(r.PostFormValue("filter"))
+		if _, err := endpoint.ParseFilter(raw); err != nil {
+			return badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
+		}
+		filter = endpoint.NormalizeFilter(raw)
+	}
+	cert, changeCert, err := h.clientCertForm(r)
+	if err != nil {
+		return err
+	}
 	if rawURL != e.URL && !h.cfg.AllowPrivateNetworks {
 		if err := ssrf.CheckURL(r.Context(), h.resolver, rawURL); err != nil {
 			return badInput("url: %v; private and internal destinations are refused", err)
@@ -240,6 +289,12 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 		x.URL, x.Description, x.EventTypes = rawURL, desc, types
 		if hasHeaders {
 			x.Headers = headers
+		}
+		if hasFilter {
+			x.Filter = filter
+		}
+		if changeCert {
+			x.ClientCert, x.ClientKey = cert[0], cert[1]
 		}
 		return nil
 	})
@@ -298,7 +353,15 @@ func (h *Handler) endpointRotate(w http.ResponseWriter, r *http.Request, s *sess
 	if err != nil {
 		return err
 	}
-	secret := endpoint.NewSecret()
+	// The new key is of the kind asked for, or of the current key's.
+	scheme := r.PostFormValue("scheme")
+	if scheme == "" {
+		scheme = endpoint.SchemeOf(e.Secrets[0])
+	}
+	secret, err := endpoint.NewSigningKey(scheme)
+	if err != nil {
+		return badInput("%s", strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "))
+	}
 	_, err = h.store().ModifyEndpoint(r.Context(), e.ID, func(x *endpoint.Endpoint) error {
 		x.Secrets = []string{secret, x.Secrets[0]}
 		return nil
@@ -306,7 +369,13 @@ func (h *Handler) endpointRotate(w http.ResponseWriter, r *http.Request, s *sess
 	if err != nil {
 		return err
 	}
-	h.audit(r.Context(), s, "secret rotated", e.ID, "")
+	h.audit(r.Context(), s, "secret rotated", e.ID, scheme)
+	if endpoint.IsPrivateKey(secret) {
+		// The private key never leaves hookd: the page lists the new
+		// public key to verify with.
+		return h.redirect(w, r, s, "/portal/endpoints/"+e.ID, notice{
+			Text: "New ed25519 key pair: add its public key (listed first under Public keys) to your receiver. Deliveries are signed with both the new and the previous key until the next rotation."})
+	}
 	return h.redirect(w, r, s, "/portal/endpoints/"+e.ID, notice{Secret: secret,
 		Text: "New signing secret. It is shown this once: copy it into your receiver now. Deliveries are signed with both the new and the previous secret until the next rotation."})
 }

@@ -1,14 +1,15 @@
 // Package signature owns Standard Webhooks signing: parsing whsec_ secrets
-// and computing the webhook-signature header over the exact bytes sent
-// (msg id, unix timestamp and body joined by dots, HMAC-SHA256, base64).
-// Every active secret signs, so receivers verify with either key during a
-// rotation. It never sees a request, never re-serialises a body and never
+// and whsk_ ed25519 private keys, and computing the webhook-signature
+// header over the exact bytes sent (msg id, unix timestamp and body joined
+// by dots; HMAC-SHA256 for v1, ed25519 for v1a; base64). Every active key
+// signs, so receivers verify with either key during a rotation. It never sees a request, never re-serialises a body and never
 // logs a secret.
 //
 // Applications may import this package: it is part of hookd's supported Go API.
 package signature
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding"
@@ -97,9 +98,12 @@ type Signer struct {
 	keys []keyState
 }
 
-// keyState is one key's marshaled SHA-256 states after hashing
-// key^ipad (inner) and key^opad (outer).
-type keyState struct{ inner, outer []byte }
+// keyState is one HMAC key's marshaled SHA-256 states after hashing
+// key^ipad (inner) and key^opad (outer), or an ed25519 private key.
+type keyState struct {
+	inner, outer []byte
+	private      ed25519.PrivateKey
+}
 
 // scratch is one signature's digest and buffers, pooled for every Signer.
 type scratch struct {
@@ -107,6 +111,8 @@ type scratch struct {
 	prefix []byte
 	inner  [sha256.Size]byte
 	outer  [sha256.Size]byte
+	// msg is prefix and body in one slice, for ed25519.Sign.
+	msg []byte
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{h: sha256.New().(binaryHash)} }}
@@ -121,20 +127,25 @@ type binaryHash interface {
 func NewSigner(secrets []Secret) *Signer {
 	s := &Signer{keys: make([]keyState, len(secrets))}
 	for i, key := range secrets {
-		if len(key) > sha256.BlockSize {
-			sum := sha256.Sum256(key)
-			key = sum[:]
-		}
-		ipad, opad := make([]byte, sha256.BlockSize), make([]byte, sha256.BlockSize)
-		copy(ipad, key)
-		copy(opad, key)
-		for j := range ipad {
-			ipad[j] ^= 0x36
-			opad[j] ^= 0x5c
-		}
-		s.keys[i] = keyState{inner: stateAfter(ipad), outer: stateAfter(opad)}
+		s.keys[i] = hmacState(key)
 	}
 	return s
+}
+
+// hmacState precomputes key's HMAC-SHA256 states.
+func hmacState(key Secret) keyState {
+	if len(key) > sha256.BlockSize {
+		sum := sha256.Sum256(key)
+		key = sum[:]
+	}
+	ipad, opad := make([]byte, sha256.BlockSize), make([]byte, sha256.BlockSize)
+	copy(ipad, key)
+	copy(opad, key)
+	for j := range ipad {
+		ipad[j] ^= 0x36
+		opad[j] ^= 0x5c
+	}
+	return keyState{inner: stateAfter(ipad), outer: stateAfter(opad)}
 }
 
 // stateAfter returns the marshaled SHA-256 state after hashing block.
@@ -169,8 +180,9 @@ var sigLen = len("v1,") + base64.StdEncoding.EncodedLen(sha256.Size)
 
 // Sign returns the webhook-signature header value of the message msgID
 // sent at ts (the webhook-timestamp header value, see Timestamp) with
-// body: one "v1,<base64>" signature per secret, space-separated, in the
-// order given. body must be the exact bytes that will be sent.
+// body: one "v1,<base64>" signature per secret (or "v1a,<base64>" per
+// ed25519 key, see NewKeySigner), space-separated, in the order given.
+// body must be the exact bytes that will be sent.
 func (s *Signer) Sign(msgID, ts string, body []byte) string {
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
@@ -181,6 +193,10 @@ func (s *Signer) Sign(msgID, ts string, body []byte) string {
 	for i, k := range s.keys {
 		if i > 0 {
 			b.WriteByte(' ')
+		}
+		if k.private != nil {
+			k.signEd25519(&b, sc, body)
+			continue
 		}
 		b.WriteString("v1,")
 		b.Write(base64.StdEncoding.AppendEncode(enc[:0], k.mac(sc, body)))

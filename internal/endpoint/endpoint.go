@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -24,6 +25,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
+
+	"github.com/hookd/hookd/internal/endpoint/filter"
 )
 
 // Status is an endpoint's lifecycle state.
@@ -42,8 +45,9 @@ type Endpoint struct {
 	Account     string `json:"account"`
 	URL         string `json:"url"`
 	Description string `json:"description"`
-	// Secrets are the signing secrets, current first; several while a
-	// rotation is in progress.
+	// Secrets are the signing keys, current first; several while a
+	// rotation is in progress: whsec_ shared secrets (v1 signatures) and
+	// whsk_ ed25519 private keys (v1a), in any mix; every one signs.
 	Secrets []string `json:"secrets"`
 	// EventTypes are the subscribed event types; empty means all. A "*"
 	// matches any run of characters, dots included ("invoice.*").
@@ -63,6 +67,20 @@ type Endpoint struct {
 	// Headers are custom headers sent with every request, name to value;
 	// nil when none. See ValidateHeaders for what is refused.
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// Filter is the payload filter (package filter) an event must match to
+	// be delivered here, on top of EventTypes; nil when none. The Index
+	// compiles it once per load (Accepts).
+	Filter json.RawMessage `json:"filter,omitempty"`
+	// filter is Filter compiled; set by the Index, nil when none.
+	filter *filter.Filter
+
+	// ClientCert and ClientKey are the PEM client certificate (chain) and
+	// key presented when the endpoint's receiver asks for one (mutual
+	// TLS); both empty when none. The key is encrypted at rest like the
+	// secrets and never shown (hence no JSON name).
+	ClientCert string `json:"client_cert,omitempty"`
+	ClientKey  string `json:"-"`
 }
 
 // Active reports whether the endpoint receives new deliveries.
@@ -412,6 +430,14 @@ func (e *Endpoint) Validate() error {
 	if err := ValidateHeaders(e.Headers); err != nil {
 		return err
 	}
+	if _, err := ParseFilter(e.Filter); err != nil {
+		return err
+	}
+	// Expiry is judged when the certificate is given (the API, hookctl),
+	// not here: an endpoint whose certificate expired stays editable.
+	if _, err := ParseClientCert(e.ClientCert, e.ClientKey, time.Time{}); err != nil {
+		return err
+	}
 	switch e.Status {
 	case StatusActive, StatusDisabled:
 	default:
@@ -425,7 +451,7 @@ func (e *Endpoint) validateSecrets() error {
 		return invalid("secrets: must hold 1..%d secrets, got %d", MaxSecrets, len(e.Secrets))
 	}
 	for _, s := range e.Secrets {
-		if _, err := SecretKey(s); err != nil {
+		if err := validateKey(s); err != nil {
 			return err
 		}
 	}

@@ -259,6 +259,7 @@ func (x *Index) replaceAll(eps []Endpoint) {
 	byAccount := map[string][]*Endpoint{}
 	for i := range eps {
 		e := &eps[i]
+		x.compile(e)
 		byID[e.ID] = e
 		byAccount[e.Account] = append(byAccount[e.Account], e)
 	}
@@ -276,6 +277,7 @@ func (x *Index) replaceAll(eps []Endpoint) {
 func (x *Index) apply(ids []string, eps []Endpoint) {
 	fresh := make(map[string]*Endpoint, len(eps))
 	for i := range eps {
+		x.compile(&eps[i])
 		fresh[eps[i].ID] = &eps[i]
 	}
 	x.mu.Lock()
@@ -313,6 +315,15 @@ func (x *Index) apply(ids []string, eps []Endpoint) {
 		}
 	}
 	x.size.Set(float64(len(x.byID)))
+}
+
+// compile compiles e's payload filter once per load, so the router's
+// fan-out only evaluates it.
+func (x *Index) compile(e *Endpoint) {
+	if err := e.CompileFilter(); err != nil {
+		x.logger.Warn("endpoint index: the endpoint's payload filter is ignored: it receives every event of its types",
+			"endpoint_id", e.ID, "error", err.Error())
+	}
 }
 
 func sortByID(list []*Endpoint) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/endpoint/filter"
 	"github.com/hookd/hookd/internal/pgtest"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/store"
@@ -104,4 +105,56 @@ func TestIndexFollowsChanges(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
+}
+
+// The index compiles each endpoint's payload filter when it loads it; a
+// stored filter that does not parse leaves the endpoint unfiltered.
+func TestIndexCompilesFilters(t *testing.T) {
+	t.Parallel()
+	eps := []endpoint.Endpoint{
+		{ID: "ep_a", Account: "acct", Filter: []byte(`{"data": {"amount": {"$gt": 100}}}`)},
+		{ID: "ep_b", Account: "acct", Filter: []byte(`{"data": {"amount": {"$regex": "x"}}}`)},
+		{ID: "ep_c", Account: "acct"},
+	}
+	x := loadedIndex(t, eps)
+	small := &filter.Event{Type: "t", Data: map[string]any{"amount": 5.0}}
+	got := x.Match("acct", "t", nil)
+	require.Len(t, got, 3)
+	require.True(t, got[0].HasFilter())
+	require.False(t, got[0].Accepts(small))
+	require.False(t, got[1].HasFilter(), "an unreadable filter is left out")
+	require.True(t, got[1].Accepts(small))
+	require.True(t, got[2].Accepts(small))
+}
+
+// staticSource serves a fixed list of endpoints and no changes.
+type staticSource []endpoint.Endpoint
+
+func (s staticSource) AllEndpoints(context.Context) ([]endpoint.Endpoint, error) {
+	return slices.Clone(s), nil
+}
+
+func (s staticSource) EndpointsByID(context.Context, []string) ([]endpoint.Endpoint, error) {
+	return nil, nil
+}
+
+func (s staticSource) ListenEndpointChanges(ctx context.Context, onListening func(context.Context) error, _ func(string)) error {
+	if err := onListening(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func loadedIndex(t *testing.T, eps []endpoint.Endpoint) *endpoint.Index {
+	t.Helper()
+	x, err := endpoint.NewIndex(endpoint.IndexConfig{}, endpoint.IndexDeps{Source: staticSource(eps),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	require.NoError(t, x.WaitReady(ctx))
+	return x
 }

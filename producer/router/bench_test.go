@@ -24,11 +24,24 @@ import (
 // offsets are committed). Run with a fixed count:
 //
 //	go test -run XXX -bench IngressToDeliveries -benchtime 20000x ./producer/router/
+//
+// The filters=all run gives both endpoints a payload filter that reads
+// the type and the data and accepts every event, so the two runs make the
+// same deliveries and differ by the filters' cost only.
 func BenchmarkIngressToDeliveries(b *testing.B) {
+	for _, tc := range []struct{ name, filter string }{
+		{"filters=none", ""},
+		{"filters=all", `{"type": {"$prefix": "invoice."}, "data": {"amount": {"$gte": 100}, "invoice": {"$exists": true}}}`},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchIngress(b, tc.filter) })
+	}
+}
+
+func benchIngress(b *testing.B, filter string) {
 	e := setup(b)
 	for a := range 100 {
-		e.endpoint(b, fmt.Sprintf("ep_%d_all", a), fmt.Sprintf("acct_%d", a), endpoint.StatusActive)
-		e.endpoint(b, fmt.Sprintf("ep_%d_inv", a), fmt.Sprintf("acct_%d", a), endpoint.StatusActive, "invoice.*")
+		e.filteredEndpoint(b, fmt.Sprintf("ep_%d_all", a), fmt.Sprintf("acct_%d", a), endpoint.StatusActive, filter)
+		e.filteredEndpoint(b, fmt.Sprintf("ep_%d_inv", a), fmt.Sprintf("acct_%d", a), endpoint.StatusActive, filter, "invoice.*")
 	}
 	cl := e.kafka.Client(b, kgo.ProducerLinger(5*time.Millisecond))
 	ctx := context.Background()

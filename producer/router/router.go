@@ -248,6 +248,7 @@ type metrics struct {
 	invalid    *prometheus.CounterVec
 	deliveries prometheus.Counter
 	duplicates prometheus.Counter
+	filtered   prometheus.Counter
 	aborts     prometheus.Counter
 	retries    *prometheus.CounterVec
 	batch      prometheus.Histogram
@@ -275,7 +276,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 			kgo.FetchMaxWait(200*time.Millisecond))}
 	r.m = metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_events_total",
-			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed endpoint) or invalid (dead-lettered)."},
+			Help: "Events read by the router, by result: fanned_out, no_match (no subscribed endpoint), filtered (every subscribed endpoint's payload filter refused it) or invalid (dead-lettered)."},
 			[]string{"result"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_invalid_events_total",
 			Help: "Envelopes dead-lettered by the router, by reason."}, []string{"reason"}),
@@ -283,6 +284,8 @@ func New(cfg Config, deps Deps) (*Router, error) {
 			Help: "Delivery records produced by the router (one per event and subscribed endpoint)."}),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_duplicate_events_total",
 			Help: "Events dropped by the router as repeats (same account and id, same events partition) of one fanned out within the dedupe window."}),
+		filtered: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_filtered_deliveries_total",
+			Help: "Deliveries not made because the subscribed endpoint's payload filter refused the event (one per event and endpoint)."}),
 		aborts: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookd_router_aborted_transactions_total",
 			Help: "Router transactions aborted (a failed produce, a rebalance, a refused offset commit); their batch is fanned out again."}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_router_write_retries_total",
@@ -290,7 +293,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookd_router_batch_seconds",
 			Help: "Time to fan out one polled batch, from poll until its transaction (records, offsets, dedupe changelog) is committed.", Buckets: prometheus.DefBuckets}),
 	}
-	for _, res := range []string{"fanned_out", "no_match", "invalid"} {
+	for _, res := range []string{"fanned_out", "no_match", "filtered", "invalid"} {
 		r.m.events.WithLabelValues(res)
 	}
 	var err error
@@ -298,7 +301,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		return nil, fmt.Errorf("router metrics: %w", err)
 	}
 	if deps.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.m.events, r.m.invalid, r.m.deliveries, r.m.duplicates, r.m.aborts, r.m.retries, r.m.batch} {
+		for _, c := range []prometheus.Collector{r.m.events, r.m.invalid, r.m.deliveries, r.m.duplicates, r.m.filtered, r.m.aborts, r.m.retries, r.m.batch} {
 			if err := deps.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("router metrics: %w", err)
 			}
@@ -445,9 +448,12 @@ type batch struct {
 // handled is what a batch did, counted once its transaction commits.
 type handled struct {
 	fanned, noMatch, invalid, duplicates, deliveries float64
-	invalidReasons                                   []string
-	routed                                           []time.Time
-	pending                                          *pending
+	// filtered counts the events every matched endpoint's payload filter
+	// refused; filteredDeliveries the (event, endpoint) pairs refused.
+	filtered, filteredDeliveries float64
+	invalidReasons               []string
+	routed                       []time.Time
+	pending                      *pending
 	// produceErr is the last error of the records Kafka did not take
 	// (a permanent one if any), nil if it took them all.
 	produceErr error
@@ -495,6 +501,14 @@ func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) (handl
 		}
 		b.out = append(b.out, r.dd.record(rec.Partition, key, rec.Timestamp, rec.Offset))
 		b.matches = r.deps.Endpoints.MatchEvent(env.Account, env.Type, env.Data, b.matches[:0])
+		subscribed := len(b.matches)
+		var left int
+		b.matches, left = applyFilters(&env, b.matches)
+		res.filteredDeliveries += float64(left)
+		if subscribed > 0 && len(b.matches) == 0 {
+			res.filtered++
+			continue
+		}
 		if len(b.matches) == 0 {
 			res.noMatch++
 			r.logger.InfoContext(ctx, "event matched no endpoint", "event_id", env.ID, "account", env.Account, "event_type", env.Type,
@@ -542,6 +556,8 @@ func (r *Router) committed(res handled) {
 	}
 	r.m.events.WithLabelValues("fanned_out").Add(res.fanned)
 	r.m.events.WithLabelValues("no_match").Add(res.noMatch)
+	r.m.events.WithLabelValues("filtered").Add(res.filtered)
+	r.m.filtered.Add(res.filteredDeliveries)
 	r.m.events.WithLabelValues("invalid").Add(res.invalid)
 	for _, reason := range res.invalidReasons {
 		r.m.invalid.WithLabelValues(reason).Inc()

@@ -77,8 +77,14 @@ func run(t testing.TB, f func(context.Context) error) {
 
 func (e *env) endpoint(t testing.TB, id, account string, status endpoint.Status, types ...string) {
 	t.Helper()
+	e.filteredEndpoint(t, id, account, status, "", types...)
+}
+
+// filteredEndpoint creates an endpoint with a payload filter ("" for none).
+func (e *env) filteredEndpoint(t testing.TB, id, account string, status endpoint.Status, filter string, types ...string) {
+	t.Helper()
 	_, err := e.db.Store.CreateEndpoint(context.Background(), endpoint.Endpoint{ID: id, Account: account, URL: "http://127.0.0.1:1/" + id,
-		Secrets: []string{endpoint.NewSecret()}, EventTypes: types, Status: status})
+		Secrets: []string{endpoint.NewSecret()}, EventTypes: types, Status: status, Filter: []byte(filter)})
 	require.NoError(t, err)
 }
 

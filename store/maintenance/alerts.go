@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/store"
 )
 
@@ -23,6 +24,9 @@ const (
 	AlertEndpointRecovered = "hookd.endpoint.recovered"
 	AlertEndpointDisabled  = "hookd.endpoint.disabled"
 	AlertDeadLettered      = "hookd.delivery.dead_lettered"
+	// AlertCertExpiring warns, endpoint.ClientCertWarning (14 days)
+	// ahead, that an endpoint's client certificate (mutual TLS) expires.
+	AlertCertExpiring = "hookd.endpoint.certificate_expiring"
 )
 
 // Alert is one owner alert: the event envelope produced to the events topic
@@ -63,6 +67,9 @@ type AlertData struct {
 	Hour           time.Time `json:"hour,omitzero"`
 	Count          int       `json:"count,omitempty"`
 	SampleEventIDs []string  `json:"sample_event_ids,omitempty"`
+	// ClientCertExpiresAt is when the endpoint's client certificate
+	// expires (certificate_expiring).
+	ClientCertExpiresAt time.Time `json:"client_cert_expires_at,omitzero"`
 	// PortalURL is the page to look at: the endpoint, or its dead letters.
 	PortalURL string `json:"portal_url"`
 }
@@ -110,6 +117,14 @@ func DeadLetteredAlert(a store.DeadLetterAlert, portalBase string) Alert {
 	return Alert{ID: alertID(AlertDeadLettered, a.EndpointID, a.Hour), Account: a.Account, Type: AlertDeadLettered,
 		Created: a.Hour.Add(time.Hour).UTC(), Data: AlertData{EndpointID: a.EndpointID, Hour: a.Hour.UTC(), Count: a.Count,
 			SampleEventIDs: a.SampleEventIDs, PortalURL: portalLink(portalBase, a.EndpointID, true)}}
+}
+
+// CertExpiringAlert is the hookd.endpoint.certificate_expiring event of
+// c's certificate.
+func CertExpiringAlert(c store.ExpiringCert, portalBase string, now time.Time) Alert {
+	return Alert{ID: alertID(AlertCertExpiring, c.ID, c.NotAfter), Account: c.Account, Type: AlertCertExpiring,
+		Created: now.UTC(), Data: AlertData{EndpointID: c.ID, Description: c.Description,
+			ClientCertExpiresAt: c.NotAfter.UTC(), PortalURL: portalLink(portalBase, c.ID, false)}}
 }
 
 // opsAlert is an alert as the ops topic carries it: the envelope with the
@@ -175,7 +190,8 @@ const DefaultWarnAfter = 24 * time.Hour
 
 // alertSweep produces the owed owner alerts: recovered episodes first (so
 // a new episode's warning follows its predecessor's end), then failing
-// episodes past WarnAfter, then the dead letters of the hours just ended.
+// episodes past WarnAfter, client certificates expiring within 14 days,
+// then the dead letters of the hours just ended.
 func (m *Monitor) alertSweep(ctx context.Context, ann *Announcer) error {
 	now, base := m.deps.Clock.Now(), ann.alerts.PortalBaseURL
 	var errs []error
@@ -191,6 +207,13 @@ func (m *Monitor) alertSweep(ctx context.Context, ann *Announcer) error {
 	for _, f := range failing {
 		errs = append(errs, ann.produceAlert(ctx, FailingAlert(f, base, now), true, func() error {
 			return m.deps.Store.MarkFailingWarned(ctx, f.ID, f.FailingSince)
+		}))
+	}
+	certs, err := m.deps.Store.CertsToWarn(ctx, now.Add(endpoint.ClientCertWarning), m.cfg.FlushLimit)
+	errs = append(errs, err)
+	for _, c := range certs {
+		errs = append(errs, ann.produceAlert(ctx, CertExpiringAlert(c, base, now), true, func() error {
+			return m.deps.Store.MarkCertWarned(ctx, c.ID, c.NotAfter)
 		}))
 	}
 	if _, err := m.deps.Store.SweepDeadLetterHours(ctx, now.Add(-m.cfg.AlertGrace)); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ type EndpointsCmd struct {
 	Add          EndpointsAddCmd     `cmd:"" help:"Create an endpoint; prints its signing secret once."`
 	List         EndpointsListCmd    `cmd:"" help:"List endpoints."`
 	Show         EndpointsShowCmd    `cmd:"" help:"Show one endpoint."`
-	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description, limits or custom headers."`
+	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description, limits, custom headers or payload filter."`
 	Disable      EndpointsDisableCmd `cmd:"" help:"Stop sending to an endpoint (its deliveries are dead-lettered as endpoint_disabled; resend them after enable)."`
 	Enable       EndpointsEnableCmd  `cmd:"" help:"Resume sending to a disabled endpoint (replay what it missed with hookctl dlq replay)."`
 	RotateSecret EndpointsRotateCmd  `cmd:"" name:"rotate-secret" help:"Start a secret rotation (new secret first, the previous one still signs) or finish it with --finish."`
@@ -33,24 +34,20 @@ type endpointView struct {
 	// Secret is the new signing secret, printed once by add and
 	// rotate-secret.
 	Secret string `json:"secret,omitempty"`
-}
-
-func maskSecret(s string) string {
-	if len(s) <= len("whsec_")+4 {
-		return "whsec_****"
-	}
-	return s[:len("whsec_")+4] + "****"
+	// PublicKeys are the whpk_ keys of its ed25519 signing keys.
+	PublicKeys []string `json:"public_keys,omitempty"`
 }
 
 func view(e endpoint.Endpoint, showSecrets bool) endpointView {
+	pub := e.PublicKeys()
 	if !showSecrets {
 		masked := make([]string, len(e.Secrets))
 		for i, s := range e.Secrets {
-			masked[i] = maskSecret(s)
+			masked[i] = endpoint.MaskSecret(s)
 		}
 		e.Secrets = masked
 	}
-	return endpointView{Endpoint: e}
+	return endpointView{Endpoint: e, PublicKeys: pub}
 }
 
 func printEndpoint(g *Globals, v endpointView) error {
@@ -65,6 +62,9 @@ func printEndpoint(g *Globals, v endpointView) error {
 	rows := [][2]string{
 		{"id", v.ID}, {"account", v.Account}, {"url", v.URL}, {"status", string(v.Status)},
 		{"event types", types}, {"secrets", strings.Join(v.Secrets, " ")},
+	}
+	for _, pk := range v.PublicKeys {
+		rows = append(rows, [2]string{"public key", pk})
 	}
 	if v.Description != "" {
 		rows = append(rows, [2]string{"description", v.Description})
@@ -86,6 +86,12 @@ func printEndpoint(g *Globals, v endpointView) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(v.Headers)) {
 		rows = append(rows, [2]string{"header", name + ": " + v.Headers[name]})
+	}
+	if len(v.Filter) > 0 {
+		rows = append(rows, [2]string{"filter", string(v.Filter)})
+	}
+	if info, ok := v.ClientCertInfo(); ok {
+		rows = append(rows, [2]string{"client cert", info.Subject + ", expires " + info.NotAfter.UTC().Format(time.RFC3339)})
 	}
 	rows = append(rows, [2]string{"created", v.CreatedAt.UTC().Format(time.RFC3339)}, [2]string{"updated", v.UpdatedAt.UTC().Format(time.RFC3339)})
 	for _, r := range rows {
@@ -156,6 +162,53 @@ func (f EndpointHeaders) set(h map[string]string) (map[string]string, error) {
 	return h, nil
 }
 
+// EndpointFilter is the payload filter flag of add and update.
+type EndpointFilter struct {
+	Filter *string `name:"filter" placeholder:"JSON" help:"Payload filter: deliver only the events that match it, e.g. '{\"data\": {\"amount\": {\"$gte\": 100}}}' (docs/api.md, Payload filters). On update, '{}' removes it."`
+}
+
+// set checks --filter and stores it in e; without the flag e is left.
+func (f EndpointFilter) set(e *endpoint.Endpoint) error {
+	if f.Filter == nil {
+		return nil
+	}
+	if _, err := endpoint.ParseFilter([]byte(*f.Filter)); err != nil {
+		return Usage(fmt.Errorf("--filter: %w", err))
+	}
+	e.Filter = endpoint.NormalizeFilter([]byte(*f.Filter))
+	return nil
+}
+
+// EndpointClientCert is the mutual TLS flags of add and update.
+type EndpointClientCert struct {
+	ClientCert string `name:"client-cert" type:"existingfile" placeholder:"FILE" help:"PEM client certificate (chain) presented when the receiver asks for one (mutual TLS); with --client-key. Its key is stored encrypted like the secrets."`
+	ClientKey  string `name:"client-key" type:"existingfile" placeholder:"FILE" help:"PEM private key of --client-cert."`
+}
+
+// set reads the certificate and key files into e, checked (they must
+// match and not have expired); without the flags e is left.
+func (f EndpointClientCert) set(e *endpoint.Endpoint) error {
+	if f.ClientCert == "" && f.ClientKey == "" {
+		return nil
+	}
+	if f.ClientCert == "" || f.ClientKey == "" {
+		return Usage(errors.New("--client-cert and --client-key: give both"))
+	}
+	cert, err := os.ReadFile(f.ClientCert)
+	if err != nil {
+		return Usage(fmt.Errorf("--client-cert: %w", err))
+	}
+	key, err := os.ReadFile(f.ClientKey)
+	if err != nil {
+		return Usage(fmt.Errorf("--client-key: %w", err))
+	}
+	if _, err := endpoint.ParseClientCert(string(cert), string(key), time.Now()); err != nil {
+		return Usage(err)
+	}
+	e.ClientCert, e.ClientKey = string(cert), string(key)
+	return nil
+}
+
 // PrivateNetworks is the SSRF switch of add and update.
 type PrivateNetworks struct {
 	AllowPrivateNetworks bool `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Accept a URL whose host is, or resolves to, a private, loopback, link-local, metadata or other special-purpose address (development only; hookd must run with --allow-private-networks too to send there)."`
@@ -185,15 +238,18 @@ func (p PrivateNetworks) check(ctx context.Context, rawURL string) error {
 
 // EndpointsAddCmd creates an endpoint.
 type EndpointsAddCmd struct {
-	Account     string   `name:"account" required:"" help:"Account whose events the endpoint receives."`
-	URL         string   `name:"url" required:"" help:"Where deliveries are POSTed (http or https)."`
-	ID          string   `name:"id" help:"Endpoint id; generated (ep_...) when empty."`
-	Secret      string   `name:"secret" help:"Signing secret (whsec_<base64>); generated when empty."`
-	EventTypes  []string `name:"event-type" sep:"," help:"Event types to receive, repeatable or comma-separated; '*' wildcards (invoice.*); required: '*' for all."`
-	Description string   `name:"description" help:"Free text."`
-	Disabled    bool     `name:"disabled" help:"Create it disabled."`
+	Account         string   `name:"account" required:"" help:"Account whose events the endpoint receives."`
+	URL             string   `name:"url" required:"" help:"Where deliveries are POSTed (http or https)."`
+	ID              string   `name:"id" help:"Endpoint id; generated (ep_...) when empty."`
+	Secret          string   `name:"secret" help:"Signing secret (whsec_<base64>, or whsk_<base64> for an ed25519 key); generated when empty."`
+	SignatureScheme string   `name:"signature-scheme" enum:"hmac-sha256,ed25519" default:"hmac-sha256" help:"The kind of key generated when --secret is empty: hmac-sha256 (v1 signatures; the secret is printed once) or ed25519 (v1a; hookd keeps the private key, show prints the whpk_ public key to verify with)."`
+	EventTypes      []string `name:"event-type" sep:"," help:"Event types to receive, repeatable or comma-separated; '*' wildcards (invoice.*); required: '*' for all."`
+	Description     string   `name:"description" help:"Free text."`
+	Disabled        bool     `name:"disabled" help:"Create it disabled."`
 	EndpointLimits
 	EndpointHeaders
+	EndpointFilter
+	EndpointClientCert
 	PrivateNetworks
 }
 
@@ -209,7 +265,10 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 	}
 	secret := c.Secret
 	if secret == "" {
-		secret = endpoint.NewSecret()
+		var err error
+		if secret, err = endpoint.NewSigningKey(c.SignatureScheme); err != nil {
+			return Usage(err)
+		}
 	}
 	e.Secrets = []string{secret}
 	if c.Disabled {
@@ -218,6 +277,12 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 	c.EndpointLimits.apply(&e)
 	var err error
 	if e.Headers, err = c.EndpointHeaders.set(nil); err != nil {
+		return err
+	}
+	if err := c.EndpointFilter.set(&e); err != nil {
+		return err
+	}
+	if err := c.EndpointClientCert.set(&e); err != nil {
 		return err
 	}
 	if err := e.Validate(); err != nil {
@@ -236,8 +301,17 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 		return endpointError(err)
 	}
 	v := view(out, false)
-	v.Secret = secret
+	v.Secret = shownOnce(secret)
 	return printEndpoint(g, v)
+}
+
+// shownOnce is what add and rotate-secret print of a new key: a shared
+// secret once, an ed25519 private key never (its public key is shown).
+func shownOnce(secret string) string {
+	if endpoint.IsPrivateKey(secret) {
+		return ""
+	}
+	return secret
 }
 
 // EndpointsListCmd lists endpoints.
@@ -322,6 +396,9 @@ type EndpointsUpdateCmd struct {
 	EndpointHeaders
 	RemoveHeader []string `name:"remove-header" sep:"none" placeholder:"NAME" help:"Stop sending this custom header (any case), repeatable."`
 	ClearHeaders bool     `name:"clear-headers" help:"Stop sending every custom header (before any --header is added)."`
+	EndpointFilter
+	EndpointClientCert
+	ClearClientCert bool `name:"clear-client-cert" help:"Stop presenting a client certificate (before any --client-cert is set)."`
 	PrivateNetworks
 }
 
@@ -352,6 +429,15 @@ func (c *EndpointsUpdateCmd) Run(ctx context.Context, g *Globals) error {
 			e.Description = *c.Description
 		}
 		c.EndpointLimits.apply(e)
+		if err := c.EndpointFilter.set(e); err != nil {
+			return err
+		}
+		if c.ClearClientCert {
+			e.ClientCert, e.ClientKey = "", ""
+		}
+		if err := c.EndpointClientCert.set(e); err != nil {
+			return err
+		}
 		return c.changeHeaders(e)
 	})
 	if err != nil {
@@ -415,9 +501,10 @@ func (c *EndpointsEnableCmd) Run(ctx context.Context, g *Globals) error {
 
 // EndpointsRotateCmd rotates an endpoint's signing secret.
 type EndpointsRotateCmd struct {
-	ID     string `arg:"" help:"Endpoint id."`
-	Secret string `name:"secret" help:"The new secret (whsec_<base64>); generated when empty."`
-	Finish bool   `name:"finish" help:"End the rotation: keep only the current secret."`
+	ID              string `arg:"" help:"Endpoint id."`
+	Secret          string `name:"secret" help:"The new secret (whsec_<base64>, or whsk_<base64> for an ed25519 key); generated when empty."`
+	SignatureScheme string `name:"signature-scheme" enum:",hmac-sha256,ed25519" default:"" help:"The kind of key to generate: hmac-sha256 (v1) or ed25519 (v1a); the current key's kind when empty. Both keys sign until --finish, so receivers can switch kinds too."`
+	Finish          bool   `name:"finish" help:"End the rotation: keep only the current secret."`
 }
 
 // Run implements `hookctl endpoints rotate-secret`.
@@ -426,13 +513,20 @@ func (c *EndpointsRotateCmd) Run(ctx context.Context, g *Globals) error {
 		return Usage(errors.New("--finish and --secret contradict each other"))
 	}
 	secret := c.Secret
-	if secret == "" && !c.Finish {
-		secret = endpoint.NewSecret()
-	}
 	e, err := modify(ctx, g, c.ID, func(e *endpoint.Endpoint) error {
 		if c.Finish {
 			e.Secrets = e.Secrets[:1]
 			return nil
+		}
+		if secret == "" {
+			scheme := c.SignatureScheme
+			if scheme == "" {
+				scheme = endpoint.SchemeOf(e.Secrets[0])
+			}
+			var err error
+			if secret, err = endpoint.NewSigningKey(scheme); err != nil {
+				return Usage(err)
+			}
 		}
 		// New first; the previous current secret keeps signing so that
 		// receivers can switch at their pace.
@@ -443,7 +537,7 @@ func (c *EndpointsRotateCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	v := view(e, false)
-	v.Secret = secret
+	v.Secret = shownOnce(secret)
 	return printEndpoint(g, v)
 }
 
