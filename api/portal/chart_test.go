@@ -148,8 +148,11 @@ func TestChartPages(t *testing.T) {
 	e2 := b.endpoint(t, "acct_chart", "https://a.example.com/2")
 	other := b.endpoint(t, "acct_other", "https://b.example.com/1")
 	b.deadLetter(t, e1, "evt_chart_dead") // 2 failed attempts
+	// Seconds apart, not minutes: the dead letter's attempts are 1 and 2 s
+	// old, and attempts of two different hours read otherwise (the
+	// rollup's buckets) when a run crosses an hour.
 	for i := range 3 {
-		b.delivered(t, e1, fmt.Sprintf("evt_c1_%d", i), now.Add(-time.Duration(i+1)*time.Minute), time.Duration(10*(i+1))*time.Millisecond)
+		b.delivered(t, e1, fmt.Sprintf("evt_c1_%d", i), now.Add(-time.Duration(i+1)*time.Second), time.Duration(10*(i+1))*time.Millisecond)
 	}
 	b.delivered(t, e1, "evt_c1_old", now.Add(-10*24*time.Hour), 40*time.Millisecond) // only in 30d
 	b.delivered(t, e2, "evt_c2", now.Add(-2*time.Hour), 5*time.Millisecond)
