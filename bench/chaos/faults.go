@@ -236,16 +236,16 @@ func (r *DuplicateReport) problems() {
 // String renders the report as a Markdown table.
 func (r *DuplicateReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| # | fault | kind | at | in flight (open + answered unlogged) | duplicates | allowed |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| # | fault | kind | at | connections to the receivers | in flight (open + answered unlogged) | duplicates | allowed |\n|---|---|---|---|---|---|---|---|\n")
 	for i, fd := range r.Faults {
 		mark := ""
 		if fd.Duplicates > fd.Allowed {
 			mark = " **over**"
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %d (%d + %d) | %d%s | %d |\n", i+1, fd.Fault.What, fd.Fault.Kind,
-			fd.Fault.At.Format("15:04:05.000"), fd.InFlight, fd.Open, fd.Unlogged, fd.Duplicates, mark, fd.Allowed)
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %d | %d (%d + %d) | %d%s | %d |\n", i+1, fd.Fault.What, fd.Fault.Kind,
+			fd.Fault.At.Format("15:04:05.000"), len(fd.Fault.Conns), fd.InFlight, fd.Open, fd.Unlogged, fd.Duplicates, mark, fd.Allowed)
 	}
-	fmt.Fprintf(&b, "| - | no fault before the duplicate | | | | %d | 0 |\n", r.Unattributed)
+	fmt.Fprintf(&b, "| - | no fault before the duplicate | | | | | %d | 0 |\n", r.Unattributed)
 	fmt.Fprintf(&b, "duplicates in all: %d\n", r.Total)
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(&b, "DUPLICATE BOUND EXCEEDED:\n- %s\n", strings.Join(r.Problems, "\n- "))
