@@ -47,7 +47,7 @@ func TestChaosBrokerDown120s(t *testing.T) {
 			}
 			from := time.Now()
 			h.cluster.Kill9(chaos.RoleBroker)
-			h.external("broker kill -9, down 120s")
+			h.external("broker kill -9, down 120s", true)
 			before := h.top.Receiver.Total()
 			h.t.Logf("%s: broker killed (SIGKILL), down for 120s; %d requests so far", from.Format("15:04:05.000"), before)
 			if err := h.hold(120 * time.Second); err != nil { // the outage being injected
@@ -81,7 +81,7 @@ func TestChaosBrokerFrozen60s(t *testing.T) {
 			if err := h.cluster.Freeze(chaos.RoleBroker); err != nil {
 				return err
 			}
-			h.external("broker frozen 60s")
+			h.external("broker frozen 60s", true)
 			h.t.Logf("%s: broker frozen (SIGSTOP) for 60s", from.Format("15:04:05.000"))
 			held := h.hold(60 * time.Second) // the partition being injected
 			if err := h.cluster.Thaw(chaos.RoleBroker); err != nil {

@@ -157,14 +157,15 @@ func (h *harness) stop(name string, timeout time.Duration) error {
 // join starts a process that is not running (a member joining its group):
 // a graceful fault.
 func (h *harness) join(name string) error {
-	h.faults.Add(chaos.Fault{What: "start " + name, Kind: chaos.FaultGraceful, At: time.Now()})
+	h.faults.Add(chaos.Fault{What: "start " + name, Kind: chaos.FaultGraceful, At: time.Now(), Rebalances: isDispatcher(name)})
 	return h.cluster.StartProcess(h.ctx, name)
 }
 
 // external records a fault of the broker or Postgres, injected by the
-// caller at this moment.
-func (h *harness) external(what string) {
-	h.faults.Add(chaos.Fault{What: what, Kind: chaos.FaultExternal, At: time.Now()})
+// caller at this moment; rebalances says whether the dispatchers' group
+// loses its members' sessions (the broker going away does).
+func (h *harness) external(what string, rebalances bool) {
+	h.faults.Add(chaos.Fault{What: what, Kind: chaos.FaultExternal, At: time.Now(), Rebalances: rebalances})
 }
 
 func isDispatcher(name string) bool { return strings.HasPrefix(name, "dispatch-") }
@@ -174,7 +175,7 @@ func isDispatcher(name string) bool { return strings.HasPrefix(name, "dispatch-"
 // attempts topic's read_committed ends (see chaos.Fault). A failure to
 // read them fails the test (the fault then allows no duplicate).
 func (h *harness) snapshot(what, name string, kind chaos.FaultKind) chaos.Fault {
-	f := chaos.Fault{What: what, Kind: kind, At: time.Now()}
+	f := chaos.Fault{What: what, Kind: kind, At: time.Now(), Rebalances: isDispatcher(name)}
 	p := h.cluster.Proc(name)
 	if !isDispatcher(name) || p == nil || p.Exited() {
 		return f

@@ -53,7 +53,16 @@ type Fault struct {
 	// dispatcher to read. Nil if not read (then no answered request counts
 	// as in flight).
 	AttemptEnds map[int32]int64
+	// Rebalances: the fault changes the dispatchers' group (a dispatcher
+	// dies, stops or joins; the broker goes away and the members' sessions
+	// with it), so rebalances follow it for up to Aftermath.
+	Rebalances bool
 }
+
+// Aftermath is how long the rebalances a fault sets off may go on: a dead
+// member's 10 s session timeout, the restarted member's join, and the
+// rebalances they cause.
+const Aftermath = 20 * time.Second
 
 // FaultLog collects a scenario's faults, from any goroutine.
 type FaultLog struct {
@@ -93,7 +102,8 @@ type FaultDuplicates struct {
 type DuplicateReport struct {
 	Faults []FaultDuplicates
 	// Unattributed are duplicates with no fault between the first 2xx
-	// answer and the duplicate: none is allowed.
+	// request and the duplicate, nor a rebalancing one within Aftermath
+	// before it: none is allowed.
 	Unattributed int
 	// Total is every duplicate (2xx answers beyond the first of a pair).
 	Total    int
@@ -105,10 +115,8 @@ func (r *DuplicateReport) OK() bool { return len(r.Problems) == 0 }
 
 // AttributeDuplicates counts the requests in flight at each fault and
 // attributes each duplicate (a 2xx answer for an (endpoint, webhook-id)
-// already answered 2xx) to a fault between the first 2xx request and the
-// duplicate: the one at which that pair was in flight if any, else the
-// first one after the first 2xx request (what interrupted its
-// bookkeeping). faults must be in time order.
+// already answered 2xx) to a fault (see blame). faults must be in time
+// order.
 func AttributeDuplicates(reqs []Request, faults []Fault, attempts []AttemptSeen) *DuplicateReport {
 	rep := &DuplicateReport{Faults: make([]FaultDuplicates, len(faults))}
 	inFlight := make([]map[pair]bool, len(faults))
@@ -144,11 +152,20 @@ func AttributeDuplicates(reqs []Request, faults []Fault, attempts []AttemptSeen)
 
 // blame returns the index of the fault a duplicate of p answered at dup,
 // first answered 2xx by a request started at first, is attributed to; -1
-// if no fault came between.
+// if none. In order: a fault between the two at which p was in flight;
+// the first fault between the two; the last fault before first that set
+// off rebalances, if first is within its Aftermath (the duplicate then
+// comes from a partition moved by one of them).
 func blame(p pair, first, dup time.Time, faults []Fault, inFlight []map[pair]bool) int {
-	firstAfter := -1
+	firstAfter, rebalancing := -1, -1
 	for i, f := range faults {
-		if f.At.Before(first) || f.At.After(dup) {
+		if f.At.Before(first) {
+			if f.Rebalances && first.Sub(f.At) <= Aftermath {
+				rebalancing = i
+			}
+			continue
+		}
+		if f.At.After(dup) {
 			continue
 		}
 		if inFlight[i][p] {
@@ -158,7 +175,10 @@ func blame(p pair, first, dup time.Time, faults []Fault, inFlight []map[pair]boo
 			firstAfter = i
 		}
 	}
-	return firstAfter
+	if firstAfter >= 0 {
+		return firstAfter
+	}
+	return rebalancing
 }
 
 // countInFlight fills fd's Open, Unlogged and InFlight and returns the
@@ -229,7 +249,7 @@ func (r *DuplicateReport) problems() {
 			i+1, f.What, f.At.Format("15:04:05.000"), fd.Duplicates, f.Kind, fd.InFlight))
 	}
 	if r.Unattributed > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d duplicates with no fault between the first 2xx answer and the duplicate", r.Unattributed))
+		r.Problems = append(r.Problems, fmt.Sprintf("%d duplicates with no fault between the first 2xx request and the duplicate, nor a dispatcher or broker fault up to %s before it", r.Unattributed, Aftermath))
 	}
 }
 

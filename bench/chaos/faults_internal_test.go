@@ -17,7 +17,8 @@ import (
 // to the first fault after its first 2xx request; a crash may cause as many
 // as it had in flight (open at the receivers, or answered with no attempt
 // record below the fault's offsets), any other fault none, and a duplicate
-// with no fault before it is a problem of its own.
+// with no fault before it (nor a rebalancing one shortly before the first
+// request) is a problem of its own.
 func TestAttributeDuplicates(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -61,10 +62,18 @@ func TestAttributeDuplicates(t *testing.T) {
 	want := []string{
 		"fault 1 (kill -9 dispatch-0 at 12:00:10.000): 3 duplicates, more than the 2 requests in flight (1 open, 1 answered without an attempt record)",
 		"fault 2 (SIGTERM dispatch-1 at 12:00:30.000): 1 duplicates; a graceful fault may cause none (0 requests of the process in flight)",
-		"1 duplicates with no fault between the first 2xx answer and the duplicate",
+		"1 duplicates with no fault between the first 2xx request and the duplicate, nor a dispatcher or broker fault up to 20s before it",
 	}
 	if strings.Join(rep.Problems, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(rep.Problems, "\n"), strings.Join(want, "\n"))
+	}
+	// A graceful stop of a dispatcher sets off rebalances: g's duplicate,
+	// 10 s after it, is its too.
+	rebalancing := graceful
+	rebalancing.Rebalances = true
+	rep = AttributeDuplicates(reqs, []Fault{crash, rebalancing}, attempts)
+	if rep.Faults[1].Duplicates != 2 || rep.Unattributed != 0 {
+		t.Errorf("with rebalances: graceful stop %+v, unattributed %d; want 2 duplicates and none unattributed", rep.Faults[1], rep.Unattributed)
 	}
 	// Without c's duplicate the crash is within its bound.
 	rep = AttributeDuplicates(append(reqs[:5:5], reqs[6:9]...), []Fault{crash, graceful}, attempts)

@@ -43,13 +43,13 @@ func TestChaosBrokerRestart(t *testing.T) {
 			return every(ctx, 20*time.Second, func(i int) error {
 				switch i {
 				case 0:
-					h.external("broker SIGTERM")
+					h.external("broker SIGTERM", true)
 					if err := h.cluster.Stop(chaos.RoleBroker, 10*time.Second); err != nil {
 						return err
 					}
 					h.t.Logf("%s: broker stopped (SIGTERM)", time.Now().Format("15:04:05.000"))
 				case 1:
-					h.external("broker kill -9")
+					h.external("broker kill -9", true)
 					h.cluster.Kill9(chaos.RoleBroker)
 					h.t.Logf("%s: broker killed (SIGKILL)", time.Now().Format("15:04:05.000"))
 				default:
@@ -98,7 +98,7 @@ func TestChaosPostgresRestart(t *testing.T) {
 				}
 				h.t.Logf("%s: postgres stopped (-m %s)", time.Now().Format("15:04:05.000"), mode)
 				h.cluster.NoteFault("postgres -m " + mode)
-				h.external("postgres stopped -m " + mode + ", 5s down")
+				h.external("postgres stopped -m " + mode + ", 5s down", false)
 				t := time.NewTimer(5 * time.Second) // the outage being injected
 				<-t.C
 				if err := pg.Start(h.ctx); err != nil {
@@ -133,7 +133,7 @@ func TestChaosPostgresOutage60s(t *testing.T) {
 				return err
 			}
 			h.cluster.NoteFault("postgres stopped for 60s")
-			h.external("postgres stopped -m fast, 60s down")
+			h.external("postgres stopped -m fast, 60s down", false)
 			before := h.top.Receiver.Total()
 			h.t.Logf("%s: postgres stopped (-m fast) for 60s; %d requests so far", time.Now().Format("15:04:05.000"), before)
 			outage := time.NewTimer(60 * time.Second) // the outage being injected
