@@ -98,7 +98,7 @@ func TestChaosPostgresRestart(t *testing.T) {
 				}
 				h.t.Logf("%s: postgres stopped (-m %s)", time.Now().Format("15:04:05.000"), mode)
 				h.cluster.NoteFault("postgres -m " + mode)
-				h.external("postgres stopped -m " + mode + ", 5s down", false)
+				h.external("postgres stopped -m "+mode+", 5s down", false)
 				t := time.NewTimer(5 * time.Second) // the outage being injected
 				<-t.C
 				if err := pg.Start(h.ctx); err != nil {
