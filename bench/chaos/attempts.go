@@ -25,6 +25,22 @@ func madeRequest(status int, errorClass string) bool {
 	return status != 0 || !slices.Contains(noRequestClasses, errorClass)
 }
 
+// intentHeader marks a dispatcher's intent record on the attempts topic
+// (issue 33: produced before a request goes on the wire, read back by the
+// dispatcher resuming the partition; the attempt-log writer skips it). It
+// is not an attempt record: a request with only its intent on the topic
+// was in flight.
+const intentHeader = "hookd-intent"
+
+func isIntent(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == intentHeader {
+			return true
+		}
+	}
+	return false
+}
+
 // AttemptSeen is one attempt record read from the attempts topic, with its
 // place there.
 type AttemptSeen struct {
@@ -91,8 +107,11 @@ func ReadAttempts(ctx context.Context, addr, topic string) ([]AttemptSeen, error
 			break
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= ends[r.Partition] {
-				return // past the end read at the start
+			if r.Offset+1 >= left[r.Partition] {
+				delete(left, r.Partition)
+			}
+			if r.Offset >= ends[r.Partition] || isIntent(r) {
+				return // past the end read at the start; not an attempt
 			}
 			var v struct {
 				EventID    string `json:"event_id"`
@@ -103,9 +122,6 @@ func ReadAttempts(ctx context.Context, addr, topic string) ([]AttemptSeen, error
 			if json.Unmarshal(r.Value, &v) == nil {
 				out = append(out, AttemptSeen{Partition: r.Partition, Offset: r.Offset, EndpointID: v.EndpointID,
 					EventID: v.EventID, Requested: madeRequest(v.StatusCode, v.ErrorClass)})
-			}
-			if r.Offset+1 >= left[r.Partition] {
-				delete(left, r.Partition)
 			}
 		})
 	}
