@@ -185,7 +185,7 @@ func (h *harness) snapshot(what, name string, kind chaos.FaultKind) chaos.Fault 
 		h.t.Errorf("%s: reading the sockets of %s: %v", what, name, err)
 		return f
 	}
-	f.Conns = h.top.Receiver.ConnsFrom(ports)
+	f.Ports = ports
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
 	ends, err := chaos.CommittedEnds(ctx, h.adm, "webhooks.attempts")
@@ -300,7 +300,9 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	require.NoError(t, err)
 	attempts, err := chaos.ReadAttempts(ctx, cl.KafkaAddr, "webhooks.attempts")
 	require.NoError(t, err)
-	dups := chaos.AttributeDuplicates(top.Receiver.Requests(), h.faults.Faults(), attempts)
+	faults := h.faults.Faults()
+	chaos.ResolveConns(faults, top.Receiver)
+	dups := chaos.AttributeDuplicates(top.Receiver.Requests(), faults, attempts)
 	t.Logf("checker:\n%s\nfaults (in flight: requests of the faulted process open at the receivers, or answered with no attempt record on webhooks.attempts) and the duplicates attributed to each:\n%s", rep, dups)
 	if !rep.OK() {
 		t.Logf("consumer groups at the end:\n%s", chaos.GroupLag(ctx, cl.KafkaAddr))

@@ -44,9 +44,11 @@ type Fault struct {
 	// it was frozen (SIGSTOP) before the SIGKILL, so that what it held at
 	// At is what it held when it died.
 	At time.Time
-	// Conns are the connections the faulted process held to the receivers
-	// at At (Receiver.ConnsFrom of its LocalPorts); empty for a process
-	// that sends no request.
+	// Ports are the local ports of the faulted process's TCP sockets at At
+	// (LocalPorts); empty for a process that sends no request.
+	Ports map[int]bool
+	// Conns are the connections it held to the receivers at At, resolved
+	// from Ports by ResolveConns.
 	Conns map[uint64]bool
 	// AttemptEnds are the read_committed end offsets of the attempts topic
 	// at At: an attempt record below them was there for a resuming
@@ -63,6 +65,21 @@ type Fault struct {
 // member's 10 s session timeout, the restarted member's join, and the
 // rebalances they cause.
 const Aftermath = 20 * time.Second
+
+// connGrace is how much later than a fault a receiver may accept a
+// connection the faulted process opened before it.
+const connGrace = time.Second
+
+// ResolveConns fills each fault's Conns from its Ports: r's connections
+// from those ports, the last accepted at most connGrace after the fault.
+// Call it once the run is over, so that late accepts are known.
+func ResolveConns(faults []Fault, r *Receiver) {
+	for i := range faults {
+		if len(faults[i].Ports) > 0 {
+			faults[i].Conns = r.ConnsFrom(faults[i].Ports, faults[i].At.Add(connGrace))
+		}
+	}
+}
 
 // FaultLog collects a scenario's faults, from any goroutine.
 type FaultLog struct {

@@ -117,12 +117,15 @@ func TestLocalPortsNameTheSendersConnections(t *testing.T) {
 	if !ports[mustAtoi(t, port)] {
 		t.Fatalf("the client's port %s is not among the process's %v", port, ports)
 	}
-	conns := r.ConnsFrom(ports)
+	conns := r.ConnsFrom(ports, time.Now())
 	if got := r.Requests()[0].Conn; got == 0 || !conns[got] || len(conns) != 1 {
 		t.Fatalf("ConnsFrom = %v, the request came on connection %d", conns, got)
 	}
-	if len(r.ConnsFrom(map[int]bool{1: true})) != 0 {
+	if len(r.ConnsFrom(map[int]bool{1: true}, time.Now())) != 0 {
 		t.Fatal("ConnsFrom of a port nobody used is not empty")
+	}
+	if len(r.ConnsFrom(ports, time.Now().Add(-time.Hour))) != 0 {
+		t.Fatal("ConnsFrom until before the connection was accepted is not empty")
 	}
 }
 

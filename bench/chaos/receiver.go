@@ -86,18 +86,24 @@ type Receiver struct {
 	firstOK   map[pairKey]time.Time
 	trapHits  atomic.Int64
 	conns     atomic.Int64 // connections accepted
-	// connByAddr is the latest connection accepted from each remote
-	// address (under mu): a sender's open sockets name its connections.
-	connByAddr map[string]uint64
-	connSeq    uint64
-	fullTLS    atomic.Int64 // TLS handshakes in full
-	resumeTLS  atomic.Int64 // TLS handshakes that resumed a session
+	// connsByAddr are the connections accepted from each remote address,
+	// in order (under mu): a sender's open sockets name its connections.
+	connsByAddr map[string][]connAccept
+	connSeq     uint64
+	fullTLS     atomic.Int64 // TLS handshakes in full
+	resumeTLS   atomic.Int64 // TLS handshakes that resumed a session
 	// KeepRequests false keeps only counts and first-2xx times (benchmark).
 	keepAll bool
 	onFirst func(endpointID, webhookID string, at time.Time)
 }
 
 type pairKey struct{ endpoint, id string }
+
+// connAccept is one accepted connection.
+type connAccept struct {
+	id uint64
+	at time.Time
+}
 
 type recvEndpoint struct {
 	spec EndpointSpec
@@ -139,7 +145,7 @@ func StartReceiver(opts ReceiverOptions) (*Receiver, error) {
 	r := &Receiver{
 		URL: scheme + ln.Addr().String(), ln: ln, endpoints: map[string]*recvEndpoint{},
 		counts: map[pairKey]int{}, firstOK: map[pairKey]time.Time{}, keepAll: opts.KeepRequests, onFirst: opts.OnFirst2xx,
-		connByAddr: map[string]uint64{},
+		connsByAddr: map[string][]connAccept{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /e/{id}", func(w http.ResponseWriter, req *http.Request) { r.serve(w, req, !opts.SkipVerify) })
@@ -184,28 +190,37 @@ func StartReceiver(opts ReceiverOptions) (*Receiver, error) {
 // connKey carries a connection's number in its requests' contexts.
 type connKey struct{}
 
-// connContext numbers each accepted connection and remembers it as the
-// latest from its remote address.
+// connContext numbers each accepted connection and records it under its
+// remote address.
 func (r *Receiver) connContext(ctx context.Context, c net.Conn) context.Context {
 	r.mu.Lock()
 	r.connSeq++
 	id := r.connSeq
-	r.connByAddr[c.RemoteAddr().String()] = id
+	addr := c.RemoteAddr().String()
+	r.connsByAddr[addr] = append(r.connsByAddr[addr], connAccept{id, time.Now()})
 	r.mu.Unlock()
 	return context.WithValue(ctx, connKey{}, id)
 }
 
-// ConnsFrom returns the connections (Request.Conn) last accepted from
-// 127.0.0.1 at the given ports: given the local ports of a sender's open
-// sockets, the connections it holds to this receiver.
-func (r *Receiver) ConnsFrom(ports map[int]bool) map[uint64]bool {
+// ConnsFrom returns the connections (Request.Conn) from 127.0.0.1 at the
+// given ports, for each port the last accepted at or before until: given
+// the local ports of a sender's open sockets at a moment, and until a
+// little after it (a connection it opened just before may be accepted a
+// moment later), the connections it held to this receiver then.
+func (r *Receiver) ConnsFrom(ports map[int]bool, until time.Time) map[uint64]bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[uint64]bool{}
-	for addr, id := range r.connByAddr {
+	for addr, accepts := range r.connsByAddr {
 		ap, err := netip.ParseAddrPort(addr)
-		if err == nil && ports[int(ap.Port())] {
-			out[id] = true
+		if err != nil || !ports[int(ap.Port())] {
+			continue
+		}
+		for i := len(accepts) - 1; i >= 0; i-- {
+			if !accepts[i].at.After(until) {
+				out[accepts[i].id] = true
+				break
+			}
 		}
 	}
 	return out
