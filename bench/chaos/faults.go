@@ -167,32 +167,36 @@ func AttributeDuplicates(reqs []Request, faults []Fault, attempts []AttemptSeen)
 	return rep
 }
 
-// blame returns the index of the fault a duplicate of p answered at dup,
-// first answered 2xx by a request started at first, is attributed to; -1
-// if none. In order: a fault between the two at which p was in flight;
-// the first fault between the two; the last fault before first that set
-// off rebalances, if first is within its Aftermath (the duplicate then
-// comes from a partition moved by one of them).
+// blame returns the index of the fault a duplicate of p, whose request
+// started at dup, is attributed to, the first 2xx request of p having
+// started at first; -1 if none. In order: the last fault before dup at
+// which p was in flight (its request may have reached the receiver's
+// handler only after the fault); the first fault between first and dup;
+// the last fault before first that set off rebalances, if first is within
+// its Aftermath (the duplicate then comes from a partition moved by one of
+// them).
 func blame(p pair, first, dup time.Time, faults []Fault, inFlight []map[pair]bool) int {
-	firstAfter, rebalancing := -1, -1
+	firstAfter, rebalancing, inFlightAt := -1, -1, -1
 	for i, f := range faults {
-		if f.At.Before(first) {
+		if f.At.After(dup) {
+			break // faults are in time order
+		}
+		if inFlight[i][p] {
+			inFlightAt = i
+		}
+		switch {
+		case f.At.Before(first):
 			if f.Rebalances && first.Sub(f.At) <= Aftermath {
 				rebalancing = i
 			}
-			continue
-		}
-		if f.At.After(dup) {
-			continue
-		}
-		if inFlight[i][p] {
-			return i
-		}
-		if firstAfter < 0 {
+		case firstAfter < 0:
 			firstAfter = i
 		}
 	}
-	if firstAfter >= 0 {
+	switch {
+	case inFlightAt >= 0:
+		return inFlightAt
+	case firstAfter >= 0:
 		return firstAfter
 	}
 	return rebalancing

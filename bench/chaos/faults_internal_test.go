@@ -40,6 +40,9 @@ func TestAttributeDuplicates(t *testing.T) {
 		ok("e", "d", 3, 9*time.Second, 11*time.Second),
 		// f: duplicated across the graceful stop.
 		ok("e", "f", 7, 25*time.Second, 25*time.Second), ok("e", "f", 2, 35*time.Second, 35*time.Second),
+		// h: sent before the crash, read by the receiver only after it, and
+		// sent again after a broker restart: the crash's.
+		ok("e", "h", 1, 10*time.Second+50*time.Millisecond, 10*time.Second+60*time.Millisecond), ok("e", "h", 2, 16*time.Second, 16*time.Second),
 		// g: duplicated with no fault in between.
 		ok("e", "g", 2, 40*time.Second, 40*time.Second), ok("e", "g", 2, 41*time.Second, 41*time.Second),
 	}
@@ -48,20 +51,24 @@ func TestAttributeDuplicates(t *testing.T) {
 		{Partition: 0, Offset: 5, EndpointID: "e", EventID: "b", Requested: true}, // after the crash's end
 		{Partition: 0, Offset: 6, EndpointID: "e", EventID: "f", Requested: true},
 	}
-	rep := AttributeDuplicates(reqs, []Fault{crash, graceful}, attempts)
-	c, g := rep.Faults[0], rep.Faults[1]
-	if c.Open != 1 || c.Unlogged != 1 || c.InFlight != 2 || c.Duplicates != 3 || c.Allowed != 2 {
-		t.Errorf("crash: %+v, want open 1, unlogged 1, in flight 2, duplicates 3, allowed 2", c)
+	broker := Fault{What: "broker kill -9", Kind: FaultExternal, At: at(12 * time.Second), Rebalances: true}
+	rep := AttributeDuplicates(reqs, []Fault{crash, broker, graceful}, attempts)
+	c, b, g := rep.Faults[0], rep.Faults[1], rep.Faults[2]
+	if c.Open != 2 || c.Unlogged != 1 || c.InFlight != 3 || c.Duplicates != 4 || c.Allowed != 3 {
+		t.Errorf("crash: %+v, want open 2, unlogged 1, in flight 3, duplicates 4, allowed 3", c)
+	}
+	if b.Duplicates != 0 {
+		t.Errorf("broker restart: %+v, want no duplicate (a, b and h were in flight at the crash, c's first request came before it)", b)
 	}
 	if g.InFlight != 0 || g.Duplicates != 1 || g.Allowed != 0 {
 		t.Errorf("graceful stop: %+v, want in flight 0 (f was logged at offset 6), duplicates 1, allowed 0", g)
 	}
-	if rep.Unattributed != 1 || rep.Total != 5 {
-		t.Errorf("unattributed %d, total %d, want 1 and 5", rep.Unattributed, rep.Total)
+	if rep.Unattributed != 1 || rep.Total != 6 {
+		t.Errorf("unattributed %d, total %d, want 1 and 6", rep.Unattributed, rep.Total)
 	}
 	want := []string{
-		"fault 1 (kill -9 dispatch-0 at 12:00:10.000): 3 duplicates, more than the 2 requests in flight (1 open, 1 answered without an attempt record)",
-		"fault 2 (SIGTERM dispatch-1 at 12:00:30.000): 1 duplicates; a graceful fault may cause none (0 requests of the process in flight)",
+		"fault 1 (kill -9 dispatch-0 at 12:00:10.000): 4 duplicates, more than the 3 requests in flight (2 open, 1 answered without an attempt record)",
+		"fault 3 (SIGTERM dispatch-1 at 12:00:30.000): 1 duplicates; a graceful fault may cause none (0 requests of the process in flight)",
 		"1 duplicates with no fault between the first 2xx request and the duplicate, nor a dispatcher or broker fault up to 20s before it",
 	}
 	if strings.Join(rep.Problems, "\n") != strings.Join(want, "\n") {
@@ -71,14 +78,14 @@ func TestAttributeDuplicates(t *testing.T) {
 	// 10 s after it, is its too.
 	rebalancing := graceful
 	rebalancing.Rebalances = true
-	rep = AttributeDuplicates(reqs, []Fault{crash, rebalancing}, attempts)
-	if rep.Faults[1].Duplicates != 2 || rep.Unattributed != 0 {
-		t.Errorf("with rebalances: graceful stop %+v, unattributed %d; want 2 duplicates and none unattributed", rep.Faults[1], rep.Unattributed)
+	rep = AttributeDuplicates(reqs, []Fault{crash, broker, rebalancing}, attempts)
+	if rep.Faults[2].Duplicates != 2 || rep.Unattributed != 0 {
+		t.Errorf("with rebalances: graceful stop %+v, unattributed %d; want 2 duplicates and none unattributed", rep.Faults[2], rep.Unattributed)
 	}
 	// Without c's duplicate the crash is within its bound.
-	rep = AttributeDuplicates(append(reqs[:5:5], reqs[6:9]...), []Fault{crash, graceful}, attempts)
-	if rep.Faults[0].Duplicates != 2 || len(rep.Problems) != 1 {
-		t.Errorf("without c: crash %+v, problems %q; want 2 duplicates and only the graceful stop's problem", rep.Faults[0], rep.Problems)
+	rep = AttributeDuplicates(append(reqs[:5:5], reqs[6:11]...), []Fault{crash, broker, graceful}, attempts)
+	if rep.Faults[0].Duplicates != 3 || len(rep.Problems) != 1 {
+		t.Errorf("without c: crash %+v, problems %q; want 3 duplicates and only the graceful stop's problem", rep.Faults[0], rep.Problems)
 	}
 }
 
