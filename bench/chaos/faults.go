@@ -113,6 +113,9 @@ type FaultDuplicates struct {
 	// Duplicates attributed to this fault, and how many it may cause:
 	// InFlight for a crash, 0 otherwise.
 	Duplicates, Allowed int
+	// Sample names a few of the duplicates: endpoint/webhook-id, when the
+	// first 2xx request and the duplicate started.
+	Sample []string
 }
 
 // DuplicateReport attributes every duplicate of a run to a fault.
@@ -157,7 +160,12 @@ func AttributeDuplicates(reqs []Request, faults []Fault, attempts []AttemptSeen)
 		for _, dup := range qs[1:] {
 			rep.Total++
 			if i := blame(p, qs[0].At, dup.At, faults, inFlight); i >= 0 {
-				rep.Faults[i].Duplicates++
+				fd := &rep.Faults[i]
+				fd.Duplicates++
+				if len(fd.Sample) < 3 {
+					fd.Sample = append(fd.Sample, fmt.Sprintf("%s/%s at %s and %s", p.ep, p.id,
+						qs[0].At.Format("15:04:05.000"), dup.At.Format("15:04:05.000")))
+				}
 			} else {
 				rep.Unattributed++
 			}
@@ -262,12 +270,12 @@ func (r *DuplicateReport) problems() {
 		}
 		f := fd.Fault
 		if f.Kind == FaultCrash {
-			r.Problems = append(r.Problems, fmt.Sprintf("fault %d (%s at %s): %d duplicates, more than the %d requests in flight (%d open, %d answered without an attempt record)",
-				i+1, f.What, f.At.Format("15:04:05.000"), fd.Duplicates, fd.InFlight, fd.Open, fd.Unlogged))
+			r.Problems = append(r.Problems, fmt.Sprintf("fault %d (%s at %s): %d duplicates, more than the %d requests in flight (%d open, %d answered without an attempt record); e.g. %s",
+				i+1, f.What, f.At.Format("15:04:05.000"), fd.Duplicates, fd.InFlight, fd.Open, fd.Unlogged, strings.Join(fd.Sample, "; ")))
 			continue
 		}
-		r.Problems = append(r.Problems, fmt.Sprintf("fault %d (%s at %s): %d duplicates; a %s fault may cause none (%d requests of the process in flight)",
-			i+1, f.What, f.At.Format("15:04:05.000"), fd.Duplicates, f.Kind, fd.InFlight))
+		r.Problems = append(r.Problems, fmt.Sprintf("fault %d (%s at %s): %d duplicates; a %s fault may cause none (%d requests of the process in flight); e.g. %s",
+			i+1, f.What, f.At.Format("15:04:05.000"), fd.Duplicates, f.Kind, fd.InFlight, strings.Join(fd.Sample, "; ")))
 	}
 	if r.Unattributed > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d duplicates with no fault between the first 2xx request and the duplicate, nor a dispatcher or broker fault up to %s before it", r.Unattributed, Aftermath))

@@ -67,11 +67,16 @@ func TestAttributeDuplicates(t *testing.T) {
 		t.Errorf("unattributed %d, total %d, want 1 and 6", rep.Unattributed, rep.Total)
 	}
 	want := []string{
-		"fault 1 (kill -9 dispatch-0 at 12:00:10.000): 4 duplicates, more than the 3 requests in flight (2 open, 1 answered without an attempt record)",
-		"fault 3 (SIGTERM dispatch-1 at 12:00:30.000): 1 duplicates; a graceful fault may cause none (0 requests of the process in flight)",
+		"fault 1 (kill -9 dispatch-0 at 12:00:10.000): 4 duplicates, more than the 3 requests in flight (2 open, 1 answered without an attempt record); e.g. ",
+		"fault 3 (SIGTERM dispatch-1 at 12:00:30.000): 1 duplicates; a graceful fault may cause none (0 requests of the process in flight); e.g. e/f at 12:00:25.000 and 12:00:35.000",
 		"1 duplicates with no fault between the first 2xx request and the duplicate, nor a dispatcher or broker fault up to 20s before it",
 	}
-	if strings.Join(rep.Problems, "\n") != strings.Join(want, "\n") {
+	// The crash's sample depends on map order: compare up to "e.g.".
+	got := append([]string(nil), rep.Problems...)
+	if len(got) > 0 {
+		got[0] = got[0][:strings.Index(got[0], "e.g. ")+len("e.g. ")]
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(rep.Problems, "\n"), strings.Join(want, "\n"))
 	}
 	// A graceful stop of a dispatcher sets off rebalances: g's duplicate,
