@@ -25,7 +25,9 @@ func recordOf(it *sched.Item) *record { return it.Ref.(*record) }
 
 // poll reads records until ctx ends (nil) or pollCtx ends with a
 // permanent error (that error). Records are decoded here, on the poll
-// loop's goroutine, and admitted into the core by the loop; rebalancing
+// loop's goroutine, marked when answered already (resume.go: the first
+// fetch of a partition after its assignment waits for a read-back of the
+// attempts topic), and admitted into the core by the loop; rebalancing
 // is allowed again only after, so no record of a revoked partition is
 // admitted after its revoke.
 func (d *Dispatcher) poll(ctx, pollCtx context.Context) error {
@@ -43,6 +45,7 @@ func (d *Dispatcher) poll(ctx, pollCtx context.Context) error {
 		recs = recs[:0]
 		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, d.decode(r)) })
 		if len(recs) > 0 {
+			d.resume(pollCtx, recs)
 			d.do(func() { d.apply(d.core.Admit(d.clock.Now(), recs)) })
 			clear(recs) // the core keeps copies; drop the references
 		}

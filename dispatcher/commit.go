@@ -141,6 +141,7 @@ func (d *Dispatcher) shutdown(ctx context.Context) {
 // client: it needs only the loop, started before the client.
 func (d *Dispatcher) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	parts := partitions(assigned)
+	d.res.assign(parts) // read back before admitting their records
 	d.do(func() { d.core.Assign(parts...) })
 	d.log.Info("partitions assigned", "partitions", fmtTPs(assigned))
 }
@@ -205,6 +206,7 @@ func (d *Dispatcher) release(ctx context.Context, m map[string][]int32, commit b
 		cancel()
 	}
 	d.do(func() { d.core.Forget(parts...) })
+	d.res.forget(parts)
 	for _, tp := range parts {
 		p := strconv.Itoa(int(tp.Partition))
 		d.m.held.DeleteLabelValues(tp.Topic, p)

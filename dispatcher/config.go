@@ -133,6 +133,17 @@ type Config struct {
 	SessionTimeout time.Duration
 	// UserAgent is sent with every request. Defaults to "hookd/<version>".
 	UserAgent string
+	// ResumeMargin: a dispatcher taking a partition reads the attempts
+	// partition of the same number back from this long before the first
+	// record it fetched was written (a retry record: before it was due, if
+	// that is later), up to its end, and finishes without a request the
+	// records whose attempt records it finds (doc.go, "Resuming a
+	// partition"). Records are attempted in order from then, so no attempt
+	// of a later record is older; the margin covers the clocks of the
+	// machines that wrote the record and the attempts (they may differ)
+	// and the tiers' jitter. Too short re-sends answered records after a
+	// crash; too long reads more back. Defaults to 30s; at most 1h.
+	ResumeMargin time.Duration
 }
 
 // BreakerConfig configures the circuit breaker of each endpoint.
@@ -193,6 +204,7 @@ func (c *Config) setDefaults() {
 	defD(&c.DrainTimeout, 30*time.Second)
 	defD(&c.RevokeTimeout, 20*time.Second)
 	defD(&c.SessionTimeout, 10*time.Second)
+	defD(&c.ResumeMargin, 30*time.Second)
 	if c.ResponseReadLimit == 0 {
 		c.ResponseReadLimit = 64 << 10
 	}
@@ -242,6 +254,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Group == "":
 		return fmt.Errorf("dispatcher group: must not be empty")
+	case c.ResumeMargin > time.Hour:
+		return fmt.Errorf("dispatcher resume margin: at most 1h, got %s", c.ResumeMargin)
 	case c.ConnectTimeout > c.Timeout:
 		return fmt.Errorf("dispatcher connect timeout: %s is longer than the timeout %s", c.ConnectTimeout, c.Timeout)
 	case c.MaxInFlight > c.MaxEndpointInFlight:
@@ -289,6 +303,7 @@ func (c *Config) validateBounds() error {
 		{"drain timeout", c.DrainTimeout},
 		{"revoke timeout", c.RevokeTimeout},
 		{"session timeout", c.SessionTimeout},
+		{"resume margin", c.ResumeMargin},
 		{"breaker window", c.Breaker.Window},
 		{"breaker open-for", c.Breaker.OpenFor},
 		{"breaker idle evict", c.Breaker.IdleEvict},
@@ -319,4 +334,11 @@ type Deps struct {
 	// rebalance callbacks, partitioner and producer linger (50ms: nothing
 	// it produces is on a delivery's path) itself.
 	KafkaOpts []kgo.Opt
+	// PlainKafkaOpts are the options of the dispatcher's two other
+	// clients: the producer of intent records (on a request's path: no
+	// linger) and the short-lived reader of the attempts topic when a
+	// partition is assigned. They must not carry a hook that keeps one
+	// client's state (a kprom metrics hook given to KafkaOpts: a second
+	// client sharing it races with the first). Defaults to KafkaOpts.
+	PlainKafkaOpts []kgo.Opt
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ type Dispatcher struct {
 	sender    *sender
 	breakers  *breakers
 	kopts     []kgo.Opt
+	plainOpts []kgo.Opt // Deps.PlainKafkaOpts
 
 	// newClient is kgo.NewClient; a test widens the start-up window with it.
 	newClient func(...kgo.Opt) (*kgo.Client, error)
@@ -40,6 +42,11 @@ type Dispatcher struct {
 	// use (the loop, workCtx) is started before the client.
 	clientReady chan struct{}
 	cl          *kgo.Client
+	// intents produces the intent records (resume.go), without linger:
+	// they are on a request's path.
+	intents *kgo.Client
+	// res is the poll loop's state of the partitions to resume.
+	res resumer
 
 	// stopPoll ends the poll loop with a permanent error (fatal).
 	stopPoll context.CancelCauseFunc
@@ -106,6 +113,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		m:         m,
 		sender:    newSender(cfg).logging(deps.Logger, cfg.LogDeliveries),
 		kopts:     deps.KafkaOpts,
+		plainOpts: deps.PlainKafkaOpts,
 		refusals:  refusals{last: map[string]time.Time{}},
 		jobs:      make(chan *sched.Item, cfg.Concurrency),
 		events:    make(chan event, eventBuffer),
@@ -118,6 +126,9 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		fetchOutage:   outage{what: "fetching records"},
 		commitOutage:  outage{what: "committing offsets"},
 		produceOutage: outage{what: "producing retry, dead-letter and attempt records"},
+	}
+	if d.plainOpts == nil {
+		d.plainOpts = deps.KafkaOpts
 	}
 	for i, t := range d.names.Retry {
 		d.tierOf[t] = i
@@ -135,7 +146,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 // Topics returns the topics the dispatcher reads and writes.
 func (d *Dispatcher) Topics() topics.Names { return d.names }
 
-// partitioner sends retry and dead-letter records to the partition number
+// partitioner sends retry, dead-letter and attempt records to the partition number
 // set on them (the source record's, so an endpoint stays on one partition
 // number across topics) and hashes the key of everything else, as Kafka's
 // default partitioner does.
@@ -200,7 +211,7 @@ const (
 )
 
 func (d *Dispatcher) clientOpts() []kgo.Opt {
-	manual := map[string]bool{d.names.DLQ: true}
+	manual := map[string]bool{d.names.DLQ: true, d.names.Attempts: true}
 	for _, t := range d.names.Retry {
 		manual[t] = true
 	}
@@ -261,6 +272,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		go d.requester()
 	}
 	defer func() { close(stopLoop); <-d.loopDone; close(d.jobs) }()
+	intents, err := kgo.NewClient(append(slices.Clip(d.plainOpts),
+		kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		return fmt.Errorf("dispatcher intent client: %w", err)
+	}
+	defer intents.Close()
+	d.intents = intents
 	cl, err := d.newClient(d.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("dispatcher kafka client: %w", err)

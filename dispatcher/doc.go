@@ -40,8 +40,9 @@
 //     malformed), defers it, or queues it on its endpoint; it starts
 //     requests while slots are free (command Start);
 //   - sending (attempt.go): one of Concurrency requesters re-checks the
-//     endpoint, makes the attempt through the breaker and the sender, and
-//     tells the loop its slots are free;
+//     endpoint, produces the request's intent record, makes the attempt
+//     through the breaker and the sender, and tells the loop its slots are
+//     free;
 //   - finishing (finish.go): the requester (or, when it must wait for a
 //     retry record or dead letter, a goroutine of its own) produces them,
 //     then the attempt record, and tells the loop the record is done once
@@ -49,7 +50,8 @@
 //   - committing (commit.go): every CommitInterval, on revoke and on
 //     shutdown, the core's watermarks are committed.
 //
-// Other files: dispatcher.go (Run, the Kafka client's options),
+// Other files: dispatcher.go (Run, the Kafka client's options), resume.go
+// (the read-back of the attempts topic at assignment),
 // produce.go (produces retried through outages), breaker.go, refusals.go
 // (SSRF warnings), slowwatch.go, metrics.go, config.go, endpoints.go, and
 // the HTTP side: send.go and the client it uses, outcome.go (the one
@@ -97,11 +99,46 @@
 // Records finish out of order. A partition's committed offset is its first
 // unfinished record (the watermark), committed every CommitInterval, on
 // revoke (after waiting up to RevokeTimeout for the revoked partitions'
-// requests) and on shutdown (after draining). A crash re-delivers from the
-// watermark: duplicates are possible (receivers dedupe on webhook-id),
-// skips are not. A record is finished only after the broker acknowledged
-// what it produced: the retry record or dead letter first, then the
-// attempt record.
+// requests) and on shutdown (after draining). A crash re-reads from the
+// watermark, and skips are impossible. A record is finished only after
+// the broker acknowledged what it produced: the retry record or dead
+// letter first, then the attempt record.
+//
+// # Resuming a partition: what was answered is not sent again
+//
+// Records past the watermark may have been answered (behind one slow
+// request, thousands are), so the watermark alone would re-send them all.
+// Every attempt record goes to the attempts partition of its source
+// record's number (the manual partitioner: every hookd topic has one
+// partition count) and names its source (topic, partition, offset).
+// Before a request goes on the wire, its intent record (its attempt record
+// of outcome unknown, written in advance, with the hookd-intent header the
+// attempt-log writer skips) is produced by a second client, without linger,
+// and acknowledged: no request is sent without a trace.
+//
+// When a partition is assigned, the poll loop holds its first fetched
+// records and reads the attempts partition of its number back (resume.go;
+// a client of its own, no group; ListOffsets by time) from ResumeMargin
+// before the first record was written, or due if later, to the end offset.
+// Nothing past the watermark was attempted before the watermark's record
+// (records are routed in order, a tier's only once due), so no attempt of
+// those records is older. Records found answered are admitted marked and
+// the core finishes them at once, without a request
+// (hookd_dispatcher_resume_skipped_total); an intent with no attempt
+// record of its attempt id is produced again without the header, as the
+// attempt record of a request whose outcome is unknown, and its record is
+// sent again (hookd_dispatcher_resume_unknown_total). The duplicates left
+// are those requests only: the ones on the wire when a process died, and
+// the ones answered within produceLinger before, whose attempt records
+// were not acknowledged yet. A
+// read-back that fails within 30s is counted and logged, and its records
+// are sent again from the watermark (at-least-once, never a skip).
+//
+// Stopping (ctx cancelled) and losing partitions in a rebalance wait for
+// the requests in flight (DrainTimeout, three quarters of RevokeTimeout)
+// and commit; the next owner skips what was answered past the commit, so
+// scaling and rolling restarts send nothing twice. The read-back runs at
+// every assignment: Range is eager, every rebalance reassigns everything.
 //
 // # Retry tiers
 //

@@ -29,6 +29,7 @@ type result struct {
 	aborted   bool // cut by shutdown: leave the record unfinished
 
 	destination string // the endpoint URL the request went to (attempted only)
+	attemptID   string // its intent's (attempted only); else a new one
 
 	skip      string // ClassDisabled, ClassDeleted or ClassAccountMismatch: no request
 	deferred  string // ClassBacklogFull or ClassFairShare: no request
@@ -166,6 +167,7 @@ func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
 		d.complete(it, true)
 		return true
 	}
+	kr.Partition = r.rec.Partition // next to its intent, where a resume reads
 	d.produceAttempt(d.workCtx, it, kr, key)
 	return true
 }
@@ -188,8 +190,12 @@ func (d *Dispatcher) deadLetterMalformed(it *sched.Item, src *kgo.Record) bool {
 // attemptRecord is the attempt log's record of r's result under plan p.
 func attemptRecord(r *record, res result, p plan) attempt.Record {
 	dl := r.d
+	id := res.attemptID
+	if id == "" {
+		id = newAttemptID()
+	}
 	rec := attempt.Record{
-		AttemptID:       newAttemptID(),
+		AttemptID:       id,
 		DeliveryID:      dl.ID,
 		EventID:         dl.EventID,
 		EventType:       dl.EventType,
@@ -206,6 +212,7 @@ func attemptRecord(r *record, res result, p plan) attempt.Record {
 		ResponseExcerpt: res.excerpt,
 		NextAction:      p.action,
 		ReplayID:        dl.ReplayID,
+		Source:          &attempt.Position{Topic: r.rec.Topic, Partition: r.rec.Partition, Offset: r.rec.Offset},
 	}
 	if res.err != nil {
 		rec.Error = truncate(res.err.Error(), 512)
@@ -276,7 +283,7 @@ func (w *attemptWaiter) produced(r *kgo.Record, err error) {
 		return
 	}
 	go func() {
-		if _, err := d.retryProduce(ctx, r, err); err != nil {
+		if _, err := d.retryProduce(ctx, d.cl, r, err); err != nil {
 			d.complete(it, d.produceFailed("attempt record", recordOf(it).rec, err))
 			return
 		}

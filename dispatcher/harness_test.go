@@ -201,6 +201,7 @@ func (b *bundle) committed(group, topic string) (sum int64, byPartition map[int3
 type collector struct {
 	mu       sync.Mutex
 	attempts []*attempt.Record
+	intents  []*attempt.Record // intent records, not attempts
 	dlq      []*kgo.Record
 	retries  []*kgo.Record
 }
@@ -224,6 +225,10 @@ func newCollector(t testing.TB, c *kafkatest.Cluster, names topics.Names) *colle
 					a, err := attempt.Decode(r)
 					if err != nil {
 						t.Errorf("bad attempt record: %v", err)
+						return
+					}
+					if attempt.IsIntent(r) {
+						col.intents = append(col.intents, a)
 						return
 					}
 					col.attempts = append(col.attempts, a)

@@ -195,6 +195,8 @@ func (o observer) Released(p sched.Partition, late time.Duration) {
 	}
 }
 
+func (o observer) Answered(sched.Partition) { o.m.resumeSkipped.Inc() }
+
 var _ sched.Observer = observer{}
 
 // lookup adapts the endpoint index to the core.

@@ -35,6 +35,8 @@ type metrics struct {
 	produceErrors      prometheus.Counter
 	malformed          prometheus.Counter
 	commits            *prometheus.CounterVec // result
+	// Resuming a partition (resume.go).
+	resumeSkipped, resumeUnknown, resumeFailures prometheus.Counter
 	// stageWait and stageHTTP are the dispatcher's series of the stage
 	// histogram shared by the roles of the process (internal/stage).
 	stageWait, stageHTTP prometheus.Observer
@@ -128,6 +130,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Records that are not valid deliveries (dead-lettered)."}),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "commits_total",
 			Help: "Offset commits, by result."}, []string{"result"}),
+		resumeSkipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_skipped_total",
+			Help: "Records past a partition's committed offset finished without a request when the partition was assigned: their attempt records, produced by the partition's previous owner, were read back."}),
+		resumeUnknown: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_unknown_total",
+			Help: "Requests a previous owner of a partition sent and never recorded the answer of (it stopped during them), found by their intent records when the partition was assigned: each is logged with outcome unknown and its delivery attempted again."}),
+		resumeFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_failures_total",
+			Help: "Read-backs of the attempts topic that failed when partitions were assigned; their records are attempted again from the committed offset, answered or not."}),
 	}
 	m.attemptsBy.new = func(k attemptKey) prometheus.Counter {
 		return m.attempts.WithLabelValues(string(k.outcome), strconv.Itoa(k.attempt))
@@ -147,7 +155,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // register registers m's collectors with reg.
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.latency, m.inFlight, m.breakers, m.breakerTransitions,
-		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.fairShareWaits, m.fairShareDeferred, m.activeAccounts, m.produceErrors, m.malformed, m.commits} {
+		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.fairShareWaits, m.fairShareDeferred, m.activeAccounts, m.produceErrors, m.malformed, m.commits,
+		m.resumeSkipped, m.resumeUnknown, m.resumeFailures} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -32,15 +32,20 @@ var errProduceSlow = errors.New("no acknowledgement from Kafka yet")
 // after the restart) or the error is permanent (Run ends with it). Kafka
 // being unreachable costs time, never a record.
 func (d *Dispatcher) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record, error) {
-	tick := d.slowProduces.start()
-	_, err := produceSync(ctx, d.cl, rec) // kgo acknowledges rec itself
-	d.slowProduces.done(tick)
-	return d.retryProduce(ctx, rec, err)
+	return d.produceOn(ctx, d.cl, rec)
 }
 
-// retryProduce goes on from a produce of rec that ended with err (nil:
-// acknowledged, rec is the acknowledged record) as produce does.
-func (d *Dispatcher) retryProduce(ctx context.Context, rec *kgo.Record, err error) (*kgo.Record, error) {
+// produceOn is produce through cl (the intent client, or d.cl).
+func (d *Dispatcher) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Record) (*kgo.Record, error) {
+	tick := d.slowProduces.start()
+	_, err := produceSync(ctx, cl, rec) // kgo acknowledges rec itself
+	d.slowProduces.done(tick)
+	return d.retryProduce(ctx, cl, rec, err)
+}
+
+// retryProduce goes on from a produce of rec through cl that ended with
+// err (nil: acknowledged, rec is the acknowledged record) as produce does.
+func (d *Dispatcher) retryProduce(ctx context.Context, cl *kgo.Client, rec *kgo.Record, err error) (*kgo.Record, error) {
 	backoff := produceBackoff
 	for {
 		switch {
@@ -64,7 +69,7 @@ func (d *Dispatcher) retryProduce(ctx context.Context, rec *kgo.Record, err erro
 		}
 		backoff = min(2*backoff, produceBackoffMax)
 		tick := d.slowProduces.start()
-		_, err = produceSync(ctx, d.cl, rec)
+		_, err = produceSync(ctx, cl, rec)
 		d.slowProduces.done(tick)
 	}
 }

@@ -228,7 +228,7 @@ func stateTag(s string) string {
 		return "ok"
 	case "dead", "disabled", "failed", "gone", "permanent", "refused", "5xx", "4xx", "timeout", "dns", "tls":
 		return "bad"
-	case "retrying", "failing", "running", "interrupted", "retry", "circuit_open", "deferred":
+	case "retrying", "failing", "running", "interrupted", "retry", "circuit_open", "deferred", "unknown":
 		return "warn"
 	}
 	return "muted"

@@ -30,7 +30,35 @@ const (
 	OutcomeCircuitOpen Outcome = "circuit_open" // no request made: the endpoint's breaker is open
 	OutcomeDeferred    Outcome = "deferred"     // no request made: the endpoint's backlog was full
 	OutcomeSkipped     Outcome = "skipped"      // no request made: endpoint disabled or deleted
+	// OutcomeUnknown: a request was sent, and the dispatcher stopped
+	// (crashed, or drained past its timeout) before its answer was
+	// recorded. Recorded by the next owner of the record's partition from
+	// the request's intent record (see IntentHeader), which then sends the
+	// delivery again: the receiver may have had it twice.
+	OutcomeUnknown Outcome = "unknown"
 )
+
+// ErrorUnknown is the error text of an OutcomeUnknown record.
+const ErrorUnknown = "the dispatcher stopped during this request; its outcome is unknown"
+
+// IntentHeader marks an intent record on the attempts topic: produced and
+// acknowledged before a request goes on the wire, it is the request's
+// OutcomeUnknown attempt record, written in advance. The dispatcher that
+// resumes the partition reads it back and, when no attempt record with
+// its attempt_id follows, produces it again without the header. The
+// attempt-log writer skips records carrying the header without decoding
+// them (IsIntent).
+const IntentHeader = "hookd-intent"
+
+// IsIntent reports whether kr is an intent record (IntentHeader).
+func IsIntent(kr *kgo.Record) bool {
+	for _, h := range kr.Headers {
+		if h.Key == IntentHeader {
+			return true
+		}
+	}
+	return false
+}
 
 // NextAction is what happened to the delivery after the attempt.
 type NextAction string
@@ -87,6 +115,12 @@ type Record struct {
 	// sent (the evidence of what was delivered); empty when no request was
 	// made.
 	BodySHA256 string `json:"body_sha256,omitempty"`
+	// Source is the position of the delivery record the attempt was made
+	// for; the dispatcher produces the attempt record to the attempts
+	// partition of the same number, and reads it back after a crash or a
+	// rebalance to skip the records already answered. Nil in records of
+	// older dispatchers.
+	Source *Position `json:"source,omitempty"`
 }
 
 // Validate reports a record the attempt log cannot store.

@@ -58,13 +58,7 @@ func decodeFast(data []byte) (Record, bool) {
 		r.NextDueAt = d.time()
 	}
 	if d.opt(`,"dlq":{"topic":`) {
-		p := &Position{Topic: d.str()}
-		d.lit(`,"partition":`)
-		p.Partition = int32(d.int(32))
-		d.lit(`,"offset":`)
-		p.Offset = d.int(64)
-		d.lit(`}`)
-		r.DLQ = p
+		r.DLQ = d.position()
 	}
 	if d.opt(`,"dead_reason":`) {
 		r.DeadReason = d.str()
@@ -78,8 +72,22 @@ func decodeFast(data []byte) (Record, bool) {
 	if d.opt(`,"body_sha256":`) {
 		r.BodySHA256 = d.str()
 	}
+	if d.opt(`,"source":{"topic":`) {
+		r.Source = d.position()
+	}
 	d.lit(`}`)
 	return r, d.ok && len(d.b) == 0
+}
+
+// position consumes the rest of a Position object, after its topic key.
+func (d *decoder) position() *Position {
+	p := &Position{Topic: d.str()}
+	d.lit(`,"partition":`)
+	p.Partition = int32(d.int(32))
+	d.lit(`,"offset":`)
+	p.Offset = d.int(64)
+	d.lit(`}`)
+	return p
 }
 
 // decoder reads data front to back; ok turns false at the first byte it

@@ -44,6 +44,12 @@ func (r *Record) appendJSON(b []byte) ([]byte, bool) {
 	e.strOmit(`,"replay_id":`, r.ReplayID)
 	e.strOmit(`,"destination":`, r.Destination)
 	e.strOmit(`,"body_sha256":`, r.BodySHA256)
+	if r.Source != nil {
+		e.str(`,"source":{"topic":`, r.Source.Topic)
+		e.int(`,"partition":`, int64(r.Source.Partition))
+		e.int(`,"offset":`, r.Source.Offset)
+		e.b = append(e.b, '}')
+	}
 	e.b = append(e.b, '}')
 	return e.b, e.ok
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func sampleRecord() Record {
@@ -18,6 +19,7 @@ func sampleRecord() Record {
 		NextDueAt: time.Date(2024, 5, 1, 12, 2, 1, 0, time.Local), DLQ: &Position{Topic: "webhooks.dlq", Partition: 3, Offset: 99},
 		DeadReason: "retries_exhausted", ReplayID: "rpl_1", Destination: "https://example.com/hook?a=1&b=<2>",
 		BodySHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+		Source:     &Position{Topic: "webhooks.retry.2m", Partition: 5, Offset: 1234},
 	}
 }
 
@@ -30,9 +32,11 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	minimal := full
 	minimal.StatusCode, minimal.ErrorClass, minimal.Error, minimal.ResponseExcerpt = 0, "", "", ""
 	minimal.NextDueAt, minimal.DLQ, minimal.DeadReason, minimal.ReplayID, minimal.Destination, minimal.BodySHA256 = time.Time{}, nil, "", "", "", ""
+	minimal.Source = nil
 	cases["minimal"] = minimal
 	negative := full
 	negative.Duration, negative.Attempt, negative.DLQ = -time.Second, -1, &Position{Partition: -1, Offset: -2}
+	negative.Source = &Position{Partition: -1, Offset: -1}
 	cases["negative"] = negative
 	for name, r := range cases {
 		want, err := json.Marshal(&r)
@@ -56,6 +60,7 @@ func FuzzAppendJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b string, sec, n int64) {
 		r := sampleRecord()
 		r.EventID, r.Error, r.ResponseExcerpt, r.Destination = a, b, a+b, b
+		r.Source = &Position{Topic: a, Partition: int32(n), Offset: sec}
 		r.StartedAt, r.Duration = time.Unix(sec, n), time.Duration(n)
 		want, err := json.Marshal(&r)
 		got, ok := r.appendJSON(nil)
@@ -121,8 +126,10 @@ func TestDecodeFastMatchesEncodingJSON(t *testing.T) {
 	minimal := plain
 	minimal.StatusCode, minimal.ErrorClass, minimal.Error, minimal.ResponseExcerpt = 0, "", "", ""
 	minimal.NextDueAt, minimal.DLQ, minimal.DeadReason, minimal.ReplayID, minimal.Destination, minimal.BodySHA256 = time.Time{}, nil, "", "", "", ""
+	minimal.Source = nil
 	negative := plain
 	negative.Duration, negative.Attempt, negative.DLQ = -time.Second, -1, &Position{Partition: -1, Offset: -2}
+	negative.Source = &Position{Topic: "webhooks.deliveries", Partition: -1, Offset: -1}
 	for name, r := range map[string]Record{"plain": plain, "minimal": minimal, "negative": negative, "empty": {}} {
 		b, ok := r.appendJSON(nil)
 		require.True(t, ok)
@@ -189,4 +196,32 @@ func BenchmarkDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// The source position survives KafkaRecord and Decode, by the fast path
+// and by encoding/json (a record written by another encoder); an intent
+// is told by its header alone.
+func TestSourceRoundTripAndIntent(t *testing.T) {
+	t.Parallel()
+	r := sampleRecord()
+	r.ResponseExcerpt, r.Destination, r.Outcome, r.Error = "ok", "https://example.com/hook", OutcomeUnknown, ErrorUnknown
+	kr, err := r.KafkaRecord("webhooks.attempts")
+	require.NoError(t, err)
+	_, fast := decodeFast(kr.Value)
+	require.True(t, fast)
+	got, err := Decode(kr)
+	require.NoError(t, err)
+	require.Equal(t, *r.Source, *got.Source)
+	require.Equal(t, OutcomeUnknown, got.Outcome)
+	slow, err := json.Marshal(map[string]any{"attempt_id": "a", "delivery_id": "d", "event_id": "e", "endpoint_id": "p",
+		"started_at": r.StartedAt, "outcome": "unknown", "next_action": "retry",
+		"source": map[string]any{"topic": "webhooks.deliveries", "partition": 2, "offset": 7}})
+	require.NoError(t, err)
+	got, err = Decode(&kgo.Record{Value: slow})
+	require.NoError(t, err)
+	require.Equal(t, Position{Topic: "webhooks.deliveries", Partition: 2, Offset: 7}, *got.Source)
+
+	require.False(t, IsIntent(kr))
+	kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: "other"}, kgo.RecordHeader{Key: IntentHeader})
+	require.True(t, IsIntent(kr))
 }

@@ -502,6 +502,9 @@ func (w *Writer) decode(ctx context.Context, recs []*kgo.Record, now time.Time) 
 			})
 			continue
 		}
+		if attempt.IsIntent(kr) {
+			continue // a dispatcher's note for itself: its request's attempt record follows
+		}
 		r, err := attempt.Decode(kr)
 		if err != nil {
 			// Not storable, ever: say so loudly and move past it.

@@ -168,6 +168,10 @@ func TestWriterBatchesIdempotentlyAndTracksState(t *testing.T) {
 	// A record that is not an attempt is logged, counted and passed over.
 	require.NoError(t, b.producer.ProduceSync(context.Background(),
 		&kgo.Record{Topic: b.names.Attempts, Key: []byte("junk"), Value: []byte(`{"attempt_id": 7`)}).FirstErr())
+	// An intent record is passed over unread: not counted invalid.
+	require.NoError(t, b.producer.ProduceSync(context.Background(),
+		&kgo.Record{Topic: b.names.Attempts, Key: []byte("intent"), Value: []byte(`not an attempt`),
+			Headers: []kgo.RecordHeader{{Key: attempt.IntentHeader}}}).FirstErr())
 	b.produce(t, recs[70:]...)
 	b.startWriter(t, attemptlog.Config{MaxBatch: 40}, b.reg)
 
@@ -208,6 +212,30 @@ func TestWriterBatchesIdempotentlyAndTracksState(t *testing.T) {
 }
 
 // snapshot renders every delivery row, for before/after comparisons.
+// An attempt whose outcome is unknown (a request the dispatcher died
+// during) is a row of its own, made (counted in the delivery's attempts),
+// and the delivery stays retrying until its next attempt.
+func TestWriterStoresUnknownOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.addEndpoint(t, "ep1")
+	recs := history("u", "ep1", 1) // delivered at attempt 1
+	unknown := *recs[0]
+	unknown.AttemptID, unknown.Outcome, unknown.NextAction, unknown.StatusCode = "u-unknown", attempt.OutcomeUnknown, attempt.NextRetry, 0
+	unknown.Error, unknown.StartedAt = attempt.ErrorUnknown, recs[0].StartedAt.Add(-time.Second)
+	unknown.Source = &attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: 3}
+	b.produce(t, &unknown)
+	b.startWriter(t, attemptlog.Config{}, b.reg)
+	eventually(t, 20*time.Second, "the unknown attempt in the log", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'u-d000' AND status = 'retrying'`) == 1
+	})
+	b.produce(t, recs[0])
+	eventually(t, 20*time.Second, "the delivery delivered", func() bool {
+		return b.queryInt(t, `SELECT count(*) FROM webhooks.deliveries WHERE id = 'u-d000' AND status = 'delivered' AND attempts = 2`) == 1
+	})
+	require.Equal(t, 1, b.queryInt(t, `SELECT count(*) FROM webhooks.attempts WHERE outcome = 'unknown' AND error = $1`, attempt.ErrorUnknown))
+}
+
 func (b *bundle) snapshot(t *testing.T) []string {
 	t.Helper()
 	rows, err := b.db.Store.Pool().Query(context.Background(), `SELECT concat_ws('|', id, status, attempts,

@@ -244,6 +244,7 @@ func (s *roleSet) dispatchRole() daemon.RoleFactory {
 		}
 		d, err := dispatcher.New(s.dispatch.dispatcherConfig(env.Topics), dispatcher.Deps{
 			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("dispatch"),
+			PlainKafkaOpts: env.KafkaOpts,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)

@@ -4,7 +4,8 @@
 // It does no I/O and has no lock: one goroutine (the dispatcher's loop)
 // owns a Core, feeds it inputs and carries out the commands it returns.
 //
-// Inputs: Assign, Revoke, Forget (partitions); Admit (records fetched);
+// Inputs: Assign, Revoke, Forget (partitions); Admit (records fetched,
+// some of them marked Answered: finished at once, without a request);
 // RequestDone (a request ended: its slots are free); Finished (a record's
 // produces were acknowledged, or it was abandoned); Tick (a deadline
 // from NextWake came); Sweep (periodic: lingering accounts, shedding of
@@ -70,6 +71,10 @@ type Record struct {
 	Account    string
 	// DueAt is when a retry record may be attempted; zero: at once.
 	DueAt time.Time
+	// Answered records were attempted already, by a previous owner of the
+	// partition whose commit did not pass them (their attempt records
+	// were read back): they finish on admission, without a command.
+	Answered bool
 	// Ref is the caller's own (the Kafka record and its decoding).
 	Ref any
 }
@@ -141,6 +146,8 @@ type Observer interface {
 	Deferred(reason string)
 	// Released: a record with a due time was routed, late past it.
 	Released(p Partition, late time.Duration)
+	// Answered: a record was admitted answered, and finished.
+	Answered(p Partition)
 }
 
 // NopObserver observes nothing.
@@ -150,6 +157,7 @@ func (NopObserver) RateLimited()                      {}
 func (NopObserver) FairShareWait()                    {}
 func (NopObserver) Deferred(string)                   {}
 func (NopObserver) Released(Partition, time.Duration) {}
+func (NopObserver) Answered(Partition)                {}
 
 // Config bounds the core. Zero fields are invalid: the dispatcher's
 // Config sets them.

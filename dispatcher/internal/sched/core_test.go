@@ -379,3 +379,55 @@ func TestStuckAccountKeepsPartitionFlowing(t *testing.T) {
 		s.stop()
 	})
 }
+
+// TestAnsweredRecordsFinishWithoutARequest: records admitted Answered (a
+// previous owner's attempt records were read back) finish on admission,
+// with no command, also behind a tier head not due yet; the watermark
+// passes them only once the records before them finished; the others are
+// sent as usual.
+func TestAnsweredRecordsFinishWithoutARequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, defaultConfig())
+		s.endpoint("ep", "a")
+		s.onStart = func(it *Item) {
+			if it.Answered {
+				t.Fatalf("%s[%d] answered, started", it.Part, it.Offset)
+			}
+		}
+		answered := func(r *Record) { r.Answered = true }
+		for i := range 10 {
+			if i%2 == 1 {
+				s.produce(p0, "ep", 1, answered)
+			} else {
+				s.produce(p0, "ep", 1)
+			}
+		}
+		tier := Partition{Topic: "retry-30s", Partition: 0}
+		t0 := time.Now()
+		due := func(d time.Duration) func(*Record) { return func(r *Record) { r.DueAt = t0.Add(d) } }
+		s.produce(tier, "ep", 1, due(30*time.Second))
+		s.produce(tier, "ep", 3, due(29*time.Second), answered)
+		s.produce(tier, "ep", 1, due(31*time.Second))
+		wm := func(p Partition) int64 {
+			for _, w := range s.c.Watermarks(func(q Partition) bool { return q == p }) {
+				return w.Offset
+			}
+			return -1
+		}
+		s.run(time.Second, func() bool { return wm(p0) == 10 })
+		if n := len(s.starts["ep"]); n != 5 {
+			t.Fatalf("%d requests, want the 5 unanswered records of %s", n, p0)
+		}
+		if w := wm(tier); w != 0 {
+			t.Fatalf("tier watermark %d, want 0: the head is not due", w)
+		}
+		s.run(time.Minute, func() bool { return wm(tier) == 5 })
+		if n := len(s.starts["ep"]); n != 7 {
+			t.Fatalf("%d requests, want 7", n)
+		}
+		if len(s.skips) != 0 {
+			t.Fatalf("skip commands for answered records: %v", s.skips)
+		}
+		s.stop()
+	})
+}

@@ -64,6 +64,14 @@ func (c *Core) admit(now time.Time, r Record) {
 	p.lastSeen, p.lastEpoch = r.Offset, r.Epoch
 	it := &Item{Record: r, part: p}
 	p.held.push(it)
+	if r.Answered {
+		// Done before this owner read it: nothing to send or produce, and
+		// nothing behind it waits for it.
+		it.Ref = nil
+		p.held.finish(it)
+		c.obs.Answered(p.id)
+		return
+	}
 	if !p.full && p.held.len() >= c.cfg.PartitionMaxHeld {
 		p.full = true
 		c.setPaused(p)

@@ -65,6 +65,8 @@ func newProp(t *testing.T, seed uint64) *prop {
 				r.Account = "intruder"
 			case 2, 3:
 				r.DueAt = p.now.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
+			case 4:
+				r.Answered = true // read back: a previous owner's attempt record
 			}
 			p.logs[part] = append(p.logs[part], r)
 		}
@@ -127,6 +129,14 @@ func (p *prop) admit() {
 		p.next[part] += n
 	}
 	p.apply(p.c.Admit(p.now, recs))
+	for _, r := range recs {
+		if r.Answered && p.owned[r.Part] { // finished by admission
+			if p.ever[r.Part] == nil {
+				p.ever[r.Part] = map[int64]bool{}
+			}
+			p.ever[r.Part][r.Offset], p.done[r.Part][r.Offset] = true, true
+		}
+	}
 }
 
 func (p *prop) finish(i int) {
@@ -201,6 +211,9 @@ func (p *prop) apply(cmds []Command) {
 		case Start, Skip:
 			if p.handedOut[cmd.Item] {
 				p.t.Fatalf("%s[%d] handed out twice", cmd.Item.Part, cmd.Item.Offset)
+			}
+			if cmd.Item.Answered {
+				p.t.Fatalf("%s[%d] answered, handed out", cmd.Item.Part, cmd.Item.Offset)
 			}
 			p.handedOut[cmd.Item] = true
 			if cmd.Kind == Skip {

@@ -1,0 +1,318 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/dispatcher/internal/sched"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/kafkaconn"
+)
+
+// Resuming a partition (doc.go has the why). Every attempt record goes to
+// the attempts partition of its source record's number and names its
+// source (topic, partition, offset); every request is preceded by its
+// intent record there. When a partition is assigned, the poll loop holds
+// its first fetched records, reads that attempts partition back (readBack)
+// and admits them marked: answered records finish without a request, and
+// an intent without its attempt record is produced again, without its
+// header, as the request's attempt record of outcome unknown. All of it is
+// I/O at the edge, on the poll loop's goroutine; the core only sees
+// records marked Answered.
+
+// readBackTimeout bounds one read-back. Past it the partitions' records
+// are admitted unmarked: attempted again from the committed offset, as
+// they were before read-backs (duplicates, never a skip).
+const readBackTimeout = 30 * time.Second
+
+// resumer is the poll loop's state of the partitions to resume. The
+// rebalance callbacks mark and forget partitions, hence the lock.
+type resumer struct {
+	mu sync.Mutex
+	// fresh partitions are assigned and have not fetched a record yet.
+	fresh map[sched.Partition]bool
+	// answered are the offsets found answered, until they are fetched.
+	answered map[sched.Partition]map[int64]bool
+}
+
+func (r *resumer) assign(parts []sched.Partition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fresh == nil {
+		r.fresh, r.answered = map[sched.Partition]bool{}, map[sched.Partition]map[int64]bool{}
+	}
+	for _, p := range parts {
+		r.fresh[p] = true
+		delete(r.answered, p)
+	}
+}
+
+func (r *resumer) forget(parts []sched.Partition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range parts {
+		delete(r.fresh, p)
+		delete(r.answered, p)
+	}
+}
+
+// resume marks the records of recs that were answered, after reading back
+// the attempts of the partitions fetched for the first time since their
+// assignment.
+func (d *Dispatcher) resume(ctx context.Context, recs []sched.Record) {
+	starts := d.resumeStarts(recs)
+	if len(starts) > 0 {
+		found, err := d.readBack(ctx, starts)
+		d.res.mu.Lock()
+		for p := range starts {
+			delete(d.res.fresh, p)
+			if err == nil && len(found.answered[p]) > 0 {
+				d.res.answered[p] = found.answered[p]
+			}
+		}
+		d.res.mu.Unlock()
+		if err != nil {
+			d.m.resumeFailures.Inc()
+			d.log.WarnContext(ctx, "reading back attempts failed; the partitions' records are attempted again from the committed offset",
+				"partitions", len(starts), "error", err)
+		} else {
+			d.recordUnknown(ctx, found.unknown)
+		}
+	}
+	d.res.mu.Lock()
+	defer d.res.mu.Unlock()
+	for i := range recs {
+		set := d.res.answered[recs[i].Part]
+		if set == nil {
+			continue
+		}
+		if set[recs[i].Offset] {
+			recs[i].Answered = true
+			delete(set, recs[i].Offset)
+		}
+		if len(set) == 0 {
+			delete(d.res.answered, recs[i].Part)
+		}
+	}
+}
+
+// resumeStarts returns, for each fresh partition with records in recs,
+// when its read-back starts: ResumeMargin before its first record was
+// written, or was due if later (a tier partition attempts its records in
+// order, each once due).
+func (d *Dispatcher) resumeStarts(recs []sched.Record) map[sched.Partition]time.Time {
+	d.res.mu.Lock()
+	defer d.res.mu.Unlock()
+	var starts map[sched.Partition]time.Time
+	for i := range recs {
+		r := &recs[i]
+		if !d.res.fresh[r.Part] {
+			continue
+		}
+		if _, ok := starts[r.Part]; ok {
+			continue
+		}
+		at := r.Ref.(*record).rec.Timestamp
+		if r.DueAt.After(at) {
+			at = r.DueAt
+		}
+		if starts == nil {
+			starts = map[sched.Partition]time.Time{}
+		}
+		starts[r.Part] = at.Add(-d.cfg.ResumeMargin)
+	}
+	return starts
+}
+
+// readBackResult is what a read-back found.
+type readBackResult struct {
+	answered map[sched.Partition]map[int64]bool
+	// unknown are intents without their attempt records.
+	unknown []intent
+}
+
+// intent is an intent record read back.
+type intent struct {
+	kr      *kgo.Record
+	attempt int
+}
+
+// readBack reads the attempts partitions of starts' partitions (same
+// numbers) from the earliest start of each to its end offset now, with a
+// client of its own (no group), and returns the source offsets answered
+// and the intents left without an attempt record.
+func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]time.Time) (readBackResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, readBackTimeout)
+	defer cancel()
+	from := map[int32]time.Time{}
+	for p, at := range starts {
+		if f, ok := from[p.Partition]; !ok || at.Before(f) {
+			from[p.Partition] = at
+		}
+	}
+	cl, err := kgo.NewClient(d.plainOpts...)
+	if err != nil {
+		return readBackResult{}, fmt.Errorf("attempts read-back client: %w", err)
+	}
+	defer cl.Close()
+	offsets, ends, err := d.readBackRange(ctx, kadm.NewClient(cl), from)
+	if err != nil {
+		return readBackResult{}, err
+	}
+	rb := readBackState{starts: starts, intents: map[string]intent{}, seen: map[string]bool{},
+		answered: map[sched.Partition]map[int64]bool{}}
+	if len(offsets) > 0 {
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{d.names.Attempts: offsets})
+		if err := d.readUntil(ctx, cl, ends, rb.add); err != nil {
+			return readBackResult{}, err
+		}
+	}
+	return rb.result(), nil
+}
+
+// readBackRange lists, for the attempts partitions of from, the offset of
+// the first record at or after its time and the end offset; partitions
+// with nothing between are left out.
+func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from map[int32]time.Time) (map[int32]kgo.Offset, map[int32]int64, error) {
+	t := d.names.Attempts
+	endOffs, err := adm.ListEndOffsets(ctx, t)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing end offsets of %s: %w", t, err)
+	}
+	offsets, ends := map[int32]kgo.Offset{}, map[int32]int64{}
+	for p, at := range from {
+		end, ok := endOffs.Lookup(t, p)
+		if !ok || end.Err != nil {
+			return nil, nil, fmt.Errorf("end offset of %s partition %d: %v", t, p, end.Err)
+		}
+		byTime, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing offsets of %s by time: %w", t, err)
+		}
+		start, ok := byTime.Lookup(t, p)
+		if !ok || start.Err != nil {
+			return nil, nil, fmt.Errorf("offset of %s partition %d at %s: %v", t, p, at, start.Err)
+		}
+		if start.Offset >= 0 && start.Offset < end.Offset {
+			offsets[p], ends[p] = kgo.NewOffset().At(start.Offset), end.Offset
+		}
+	}
+	return offsets, ends, nil
+}
+
+// readUntil polls cl, handing each record to f, until every partition of
+// ends reached its end offset.
+func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[int32]int64, f func(*kgo.Record)) error {
+	left := maps.Clone(ends)
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("reading back %s: %w", d.names.Attempts, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, p int32, err error) {
+			if ferr == nil && kafkaconn.Permanent(err) && !errors.Is(err, context.DeadlineExceeded) {
+				ferr = fmt.Errorf("reading back %s partition %d: %w", d.names.Attempts, p, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := left[r.Partition]
+			if !ok || r.Offset >= end {
+				return // written after the read-back started: not the previous owner's
+			}
+			f(r)
+			if r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return nil
+}
+
+// readBackState gathers a read-back's findings.
+type readBackState struct {
+	starts   map[sched.Partition]time.Time
+	intents  map[string]intent // by attempt id
+	seen     map[string]bool   // attempt ids of attempt records
+	answered map[sched.Partition]map[int64]bool
+}
+
+// add takes one attempts record: of a partition being resumed, an intent
+// is kept until its attempt record comes (the same attempt id), and an
+// attempt record but an unknown one marks its source answered.
+func (s *readBackState) add(kr *kgo.Record) {
+	r, err := attempt.Decode(kr)
+	if err != nil || r.Source == nil {
+		return // not storable, or from a dispatcher before sources
+	}
+	src := sched.Partition{Topic: r.Source.Topic, Partition: r.Source.Partition}
+	if _, ok := s.starts[src]; !ok {
+		return
+	}
+	if attempt.IsIntent(kr) {
+		s.intents[r.AttemptID] = intent{kr: kr, attempt: r.Attempt}
+		return
+	}
+	s.seen[r.AttemptID] = true
+	if r.Outcome == attempt.OutcomeUnknown {
+		return // a request whose answer nobody saw: it is sent again
+	}
+	if s.answered[src] == nil {
+		s.answered[src] = map[int64]bool{}
+	}
+	s.answered[src][r.Source.Offset] = true
+}
+
+func (s *readBackState) result() readBackResult {
+	out := readBackResult{answered: s.answered}
+	for id, in := range s.intents {
+		if !s.seen[id] {
+			out.unknown = append(out.unknown, in)
+		}
+	}
+	slices.SortFunc(out.unknown, func(a, b intent) int { return int(a.kr.Offset - b.kr.Offset) })
+	return out
+}
+
+// recordUnknown produces the intents found without their attempt records
+// again, without the intent header: each is the attempt record of a
+// request whose outcome is unknown (started_at: when it was sent). Their
+// attempt ids are the intents', so a second read-back that finds an
+// intent again (this produce failed, or it raced a crash) writes the same
+// row. Failures are logged; the intent stays, found again next time.
+func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent) {
+	if len(intents) == 0 {
+		return
+	}
+	recs := make([]*kgo.Record, len(intents))
+	number := map[*kgo.Record]int{}
+	for i, in := range intents {
+		recs[i] = &kgo.Record{Topic: in.kr.Topic, Partition: in.kr.Partition, Key: in.kr.Key, Value: in.kr.Value}
+		number[recs[i]] = in.attempt
+	}
+	pctx, cancel := context.WithTimeout(ctx, readBackTimeout)
+	defer cancel()
+	for _, res := range d.cl.ProduceSync(pctx, recs...) {
+		if res.Err != nil {
+			d.m.produceErrors.Inc()
+			d.log.WarnContext(ctx, "producing the attempt record of a request with an unknown outcome failed; it is retried at the partition's next assignment",
+				"partition", res.Record.Partition, "error", res.Err)
+			continue
+		}
+		d.m.resumeUnknown.Inc()
+		d.m.attemptsBy.get(attemptKey{outcome: attempt.OutcomeUnknown, attempt: number[res.Record]}).Inc()
+	}
+	d.log.InfoContext(ctx, "recorded requests a previous owner stopped during (outcome unknown); their deliveries are attempted again",
+		"requests", len(intents))
+}

@@ -1,0 +1,149 @@
+package dispatcher_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/metrictest"
+)
+
+// TestResumeSkipsAnsweredAndRecordsUnknown: what a dispatcher killed with
+// kill -9 leaves behind (nothing committed; attempt records for records
+// past the committed offset; an intent whose request got no attempt
+// record) is read back by the next owner of the partition: the answered
+// records are not sent again, the intent is logged as an attempt with
+// outcome unknown and its delivery is sent again, and an attempt record
+// older than the read-back's start (the first record's time less
+// ResumeMargin) is not looked at.
+func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1})
+	rc := newReceiver(t, nil)
+	b.eps.set(dispatcher.Target{ID: "ep_1", URL: rc.srv.URL})
+	var ds []*delivery.Delivery
+	for i := range 10 {
+		ds = append(ds, newDelivery(fmt.Sprintf("evt_%d", i), "ep_1"))
+	}
+	b.produce(0, ds...)
+
+	// The dead owner's trail on attempts partition 0: records 1-6
+	// answered, an intent for 7, and an answer for 8 from long ago.
+	var trail []*kgo.Record
+	rec := func(i int, outcome attempt.Outcome) *kgo.Record {
+		r := attempt.Record{AttemptID: fmt.Sprintf("att_dead_%d", i), DeliveryID: ds[i].ID, EventID: ds[i].EventID,
+			EventType: ds[i].EventType, EndpointID: "ep_1", Account: "acct_1", EventCreated: ds[i].EventCreated,
+			Attempt: 1, Tier: b.names.Deliveries, StartedAt: time.Now(), Outcome: outcome, NextAction: attempt.NextDone,
+			Source: &attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: int64(i)}}
+		if outcome == attempt.OutcomeUnknown {
+			r.NextAction, r.Error = attempt.NextRetry, attempt.ErrorUnknown
+		}
+		kr, err := r.KafkaRecord(b.names.Attempts)
+		require.NoError(t, err)
+		kr.Partition = 0
+		return kr
+	}
+	for i := 1; i <= 6; i++ {
+		trail = append(trail, rec(i, attempt.OutcomeDelivered))
+	}
+	intent := rec(7, attempt.OutcomeUnknown)
+	intent.Headers = []kgo.RecordHeader{{Key: attempt.IntentHeader}}
+	old := rec(8, attempt.OutcomeDelivered)
+	old.Timestamp = time.Now().Add(-2 * time.Minute)
+	trail = append([]*kgo.Record{old}, append(trail, intent)...)
+	cl := b.cluster.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, trail...).FirstErr())
+
+	reg := prometheus.NewRegistry()
+	b.start(dispatcher.Config{AllowPrivateNetworks: true, ResumeMargin: 30 * time.Second}, runOpts{reg: reg})
+	eventually(t, 20*time.Second, func() bool { return rc.total() >= 4 }, "the unanswered records sent")
+	eventually(t, 20*time.Second, func() bool {
+		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
+		return by[0] == 10
+	}, "committed to the end")
+	for i, d := range ds {
+		want := 0
+		if i == 0 || i >= 7 {
+			want = 1
+		}
+		require.Equal(t, want, rc.count(d.EventID), "requests of record %d", i)
+	}
+	eventually(t, 10*time.Second, func() bool { return len(b.col.attemptsFor(ds[7].ID)) == 2 }, "record 7's attempts")
+	seven := b.col.attemptsFor(ds[7].ID)
+	require.Equal(t, "att_dead_7", seven[0].AttemptID, "the intent, produced again as the attempt record")
+	require.Equal(t, attempt.OutcomeUnknown, seven[0].Outcome)
+	require.Equal(t, attempt.OutcomeDelivered, seven[1].Outcome)
+	require.Equal(t, attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: 7}, *seven[1].Source)
+	require.Equal(t, 6.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_skipped_total"))
+	require.Equal(t, 1.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_unknown_total"))
+
+	// Every request made has its intent, under the attempt record's id.
+	b.col.mu.Lock()
+	defer b.col.mu.Unlock()
+	intents := map[string]bool{}
+	for _, in := range b.col.intents {
+		intents[in.AttemptID] = true
+	}
+	for _, a := range b.col.attempts {
+		if a.AttemptID != "att_dead_7" && a.StatusCode != 0 {
+			require.True(t, intents[a.AttemptID], "attempt %s without an intent", a.AttemptID)
+		}
+	}
+}
+
+// TestScaleUpAndDownSendsNothingTwice: under a steady stream, a second
+// dispatcher joins (a rebalance: the first revokes every partition, waits
+// for its requests and commits) and leaves again (a graceful stop); every
+// record answered past a committed offset is read back by its next owner
+// and skipped. Every webhook-id reaches the receiver exactly once.
+func TestScaleUpAndDownSendsNothingTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 4})
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) { time.Sleep(5 * time.Millisecond) })
+	const endpoints, total = 8, 1600
+	for e := range endpoints {
+		b.eps.set(dispatcher.Target{ID: fmt.Sprintf("ep_%d", e), URL: rc.srv.URL})
+	}
+	var produced atomic.Int32
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		for i := 0; i < total; i += 40 {
+			var ds []*delivery.Delivery
+			for j := i; j < i+40; j++ {
+				ds = append(ds, newDelivery(fmt.Sprintf("evt_%d", j), fmt.Sprintf("ep_%d", j%endpoints)))
+			}
+			b.produce(-1, ds...)
+			produced.Add(40)
+			time.Sleep(10 * time.Millisecond) // a stream, not a burst
+		}
+	}()
+	cfg := dispatcher.Config{AllowPrivateNetworks: true, CommitInterval: time.Hour} // commits only at hand-overs
+	b.start(cfg, runOpts{})
+	eventually(t, 20*time.Second, func() bool { return rc.total() >= total/4 }, "a quarter delivered by one dispatcher")
+	stopSecond := b.start(cfg, runOpts{})
+	eventually(t, 20*time.Second, func() bool { return rc.total() >= total/2 }, "half delivered by two")
+	stopSecond()
+	<-streamDone
+	eventually(t, 30*time.Second, func() bool { return rc.distinct() == total }, "every delivery at the receiver")
+	dups := 0
+	for i := range total {
+		if n := rc.count(fmt.Sprintf("evt_%d", i)); n > 1 {
+			dups += n - 1
+		}
+	}
+	require.Zero(t, dups, "duplicates over a scale-up and a scale-down")
+	require.Equal(t, total, rc.total())
+}
