@@ -98,10 +98,11 @@ func WaitSettled(ctx context.Context, in CheckInput, timeout time.Duration) (*Re
 			}
 		}
 		if pause(ctx, time.Second) != nil {
-			if err != nil {
-				return rep, err
-			}
-			return Check(context.WithoutCancel(ctx), in)
+			// The last word is a check of its own: the poll that ran into
+			// the deadline may have failed for that alone.
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			return Check(last, in)
 		}
 	}
 }
