@@ -137,6 +137,11 @@ func (h *harness) restart9(name string) error {
 		if err := h.cluster.Freeze(name); err != nil {
 			return fmt.Errorf("freezing %s: %w", name, err)
 		}
+		// The fault's time is when every thread has stopped: what it sent
+		// until then was sent before the fault.
+		if err := chaos.WaitStopped(h.cluster.Proc(name).Pid(), 2*time.Second); err != nil {
+			h.t.Errorf("freezing %s: %v", name, err)
+		}
 	}
 	h.faults.Add(h.snapshot("kill -9 "+name, name, chaos.FaultCrash))
 	h.cluster.Kill9(name)

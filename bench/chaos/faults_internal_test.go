@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,4 +149,23 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// WaitStopped waits for every thread of a process to be stopped: it
+// times out on a running process and returns once SIGSTOP took effect.
+func TestWaitStoppedSeesSIGSTOP(t *testing.T) {
+	p, err := StartProc("sleeper", "sleep", nil, filepath.Join(t.TempDir(), "sleeper.log"), "60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill9()
+	if err := WaitStopped(p.Pid(), 20*time.Millisecond); err == nil {
+		t.Fatal("WaitStopped returned nil for a running process")
+	}
+	if err := p.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitStopped(p.Pid(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 }

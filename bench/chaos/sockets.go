@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // LocalPorts returns the local ports of the TCP sockets the process pid
@@ -76,4 +77,46 @@ func scanTCPTable(path string, inodes map[string]bool, ports map[int]bool) error
 		}
 	}
 	return sc.Err()
+}
+
+// WaitStopped polls /proc until every thread of pid is stopped (state T,
+// after SIGSTOP) or timeout: SIGSTOP returns once the signal is queued,
+// and a thread on another CPU may still run for a moment.
+func WaitStopped(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		running, err := runningThreads(pid)
+		if err != nil {
+			return err
+		}
+		if running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d: %d threads still running %s after SIGSTOP", pid, running, timeout)
+		}
+		time.Sleep(time.Millisecond) // polling interval
+	}
+}
+
+// runningThreads counts the threads of pid not in state T (stopped).
+func runningThreads(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("reading the threads of pid %d: %w", pid, err)
+	}
+	n := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
+		if err != nil {
+			continue // exited since ReadDir
+		}
+		// The state follows the command name, which is in parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			n++
+		}
+	}
+	return n, nil
 }
