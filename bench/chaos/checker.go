@@ -142,8 +142,13 @@ type Report struct {
 	// ReceivedNotLogged: answered 2xx, not dead-lettered, and no delivered
 	// row in the attempt log.
 	ReceivedNotLogged int
-	// RequestsNotLogged: requests the receivers got minus attempt rows that
-	// made a request (attempts lost with a killed dispatcher; informational).
+	// RequestRows: attempt rows that stand for a request (every row but
+	// those of attempts that never reached a receiver: circuit open,
+	// connect failures, ...; see noRequestClasses).
+	RequestRows int
+	// RequestsNotLogged: requests the receivers got (for expected
+	// deliveries) minus RequestRows. Must be 0: every request leaves an
+	// attempt row (issue 33), also one whose dispatcher died with it.
 	RequestsNotLogged int
 	Classes           map[string]*ClassReport
 	LostSample        []string
@@ -336,15 +341,23 @@ func (c *checker) compareAttemptLog(ctx context.Context) error {
 			c.rep.ReceivedNotLogged++
 		}
 	}
-	c.rep.RequestsNotLogged = c.rep.Requests - requestedRows
+	sent := 0
+	for p, n := range c.requests {
+		if c.expected[p] {
+			sent += n
+		}
+	}
+	c.rep.RequestRows = requestedRows
+	c.rep.RequestsNotLogged = sent - requestedRows
 	return nil
 }
 
 // readAttemptLog returns the expected deliveries the log says were
 // delivered, and how many of its rows stand for a request that was made.
 func (c *checker) readAttemptLog(ctx context.Context) (map[pair]bool, int, error) {
-	rows, err := c.in.Pool.Query(ctx, `SELECT event_id, endpoint_id, outcome, status_code IS NOT NULL OR error_class IN ('timeout','network_error','connection_reset') AS requested, count(*)
-		FROM webhooks.attempts GROUP BY 1, 2, 3, 4`)
+	rows, err := c.in.Pool.Query(ctx, `SELECT event_id, endpoint_id, outcome,
+			status_code IS NOT NULL OR coalesce(error_class, '') <> ALL($1::text[]) AS requested, count(*)
+		FROM webhooks.attempts GROUP BY 1, 2, 3, 4`, noRequestClasses)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -388,6 +401,8 @@ func (r *Report) problems(attemptLog bool) {
 	if attemptLog {
 		add(r.LoggedNotReceived > 0, "%d deliveries logged as delivered the receiver never answered 2xx", r.LoggedNotReceived)
 		add(r.ReceivedNotLogged > 0, "%d deliveries answered 2xx with no delivered row in the attempt log", r.ReceivedNotLogged)
+		add(r.RequestsNotLogged != 0, "requests sent (receivers) %d != attempt rows that made a request (Postgres) %d",
+			r.RequestRows+r.RequestsNotLogged, r.RequestRows)
 	}
 }
 
@@ -420,8 +435,8 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "\nDLQ reasons: %s; invalid envelopes dead-lettered %d/%d; bad signatures %d; redirects followed %d; unknown requests %d\n",
 		fmtReasons(r.DLQReasons), r.InvalidDead, r.InvalidProduced, r.BadSignatures, r.TrapHits, r.Unknown)
-	fmt.Fprintf(&b, "attempt log vs receivers: delivered-but-not-received %d, received-but-not-logged %d, requests without an attempt row %d\n",
-		r.LoggedNotReceived, r.ReceivedNotLogged, r.RequestsNotLogged)
+	fmt.Fprintf(&b, "attempt log vs receivers: delivered-but-not-received %d, received-but-not-logged %d; requests sent %d, attempt rows that made a request %d (all rows %d)\n",
+		r.LoggedNotReceived, r.ReceivedNotLogged, r.RequestRows+r.RequestsNotLogged, r.RequestRows, r.AttemptRows)
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(&b, "PROBLEMS:\n- %s\n", strings.Join(r.Problems, "\n- "))
 	}

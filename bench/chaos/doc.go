@@ -13,8 +13,12 @@
 // unknown outcome) and every request received, reads the dead-letter topic
 // and the Postgres attempt log, and reports lost, duplicated,
 // delivered-but-rolled-back and dead-lettered deliveries and the attempt log
-// versus receiver log mismatches. The scenarios in chaos_test.go assert the
-// invariants; bench/hookbench reuses the cluster, receivers and load generator
+// versus receiver log mismatches, requests sent versus attempt rows.
+// AttributeDuplicates counts the requests in flight at each Fault (a
+// dispatcher's connections to the receivers, read from /proc while it is
+// frozen, and the attempts topic's offsets) and attributes every duplicate
+// to a fault. The scenarios in chaos_test.go assert the invariants and the
+// per-fault duplicate bound; bench/hookbench reuses the cluster, receivers and load generator
 // for the benchmark.
 //
 // It is test and benchmark tooling: it never talks to anything but

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +63,11 @@ type Request struct {
 	SigOK    bool
 	Attempt  int // nth request of this webhook-id at this endpoint
 	BodySize int
+	// Done is when the handler finished (answered, or gave up on a client
+	// that went away).
+	Done time.Time
+	// Conn numbers the connection the request came on (see ConnsFrom).
+	Conn uint64
 }
 
 // Receiver is a 127.0.0.1 HTTP server for many endpoints (path /e/<id>)
@@ -80,14 +86,24 @@ type Receiver struct {
 	firstOK   map[pairKey]time.Time
 	trapHits  atomic.Int64
 	conns     atomic.Int64 // connections accepted
-	fullTLS   atomic.Int64 // TLS handshakes in full
-	resumeTLS atomic.Int64 // TLS handshakes that resumed a session
+	// connsByAddr are the connections accepted from each remote address,
+	// in order (under mu): a sender's open sockets name its connections.
+	connsByAddr map[string][]connAccept
+	connSeq     uint64
+	fullTLS     atomic.Int64 // TLS handshakes in full
+	resumeTLS   atomic.Int64 // TLS handshakes that resumed a session
 	// KeepRequests false keeps only counts and first-2xx times (benchmark).
 	keepAll bool
 	onFirst func(endpointID, webhookID string, at time.Time)
 }
 
 type pairKey struct{ endpoint, id string }
+
+// connAccept is one accepted connection.
+type connAccept struct {
+	id uint64
+	at time.Time
+}
 
 type recvEndpoint struct {
 	spec EndpointSpec
@@ -129,11 +145,13 @@ func StartReceiver(opts ReceiverOptions) (*Receiver, error) {
 	r := &Receiver{
 		URL: scheme + ln.Addr().String(), ln: ln, endpoints: map[string]*recvEndpoint{},
 		counts: map[pairKey]int{}, firstOK: map[pairKey]time.Time{}, keepAll: opts.KeepRequests, onFirst: opts.OnFirst2xx,
+		connsByAddr: map[string][]connAccept{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /e/{id}", func(w http.ResponseWriter, req *http.Request) { r.serve(w, req, !opts.SkipVerify) })
 	mux.HandleFunc("/trap", func(w http.ResponseWriter, req *http.Request) { r.trapHits.Add(1) })
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: r.connContext,
 		ConnState: func(c net.Conn, st http.ConnState) {
 			if st == http.StateNew {
 				r.conns.Add(1)
@@ -167,6 +185,45 @@ func StartReceiver(opts ReceiverOptions) (*Receiver, error) {
 	}
 	go func() { _ = r.srv.ServeTLS(ln, "", "") }()
 	return r, nil
+}
+
+// connKey carries a connection's number in its requests' contexts.
+type connKey struct{}
+
+// connContext numbers each accepted connection and records it under its
+// remote address.
+func (r *Receiver) connContext(ctx context.Context, c net.Conn) context.Context {
+	r.mu.Lock()
+	r.connSeq++
+	id := r.connSeq
+	addr := c.RemoteAddr().String()
+	r.connsByAddr[addr] = append(r.connsByAddr[addr], connAccept{id, time.Now()})
+	r.mu.Unlock()
+	return context.WithValue(ctx, connKey{}, id)
+}
+
+// ConnsFrom returns the connections (Request.Conn) from 127.0.0.1 at the
+// given ports, for each port the last accepted at or before until: given
+// the local ports of a sender's open sockets at a moment, and until a
+// little after it (a connection it opened just before may be accepted a
+// moment later), the connections it held to this receiver then.
+func (r *Receiver) ConnsFrom(ports map[int]bool, until time.Time) map[uint64]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[uint64]bool{}
+	for addr, accepts := range r.connsByAddr {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil || !ports[int(ap.Port())] {
+			continue
+		}
+		for i := len(accepts) - 1; i >= 0; i-- {
+			if !accepts[i].at.After(until) {
+				out[accepts[i].id] = true
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Add registers an endpoint and returns its URL.
@@ -276,7 +333,9 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request, verify bool) 
 		status = 0
 		defer panic(http.ErrAbortHandler)
 	}
-	rec := Request{EndpointID: id, WebhookID: whID, At: at, Status: status, SigOK: sigOK, Attempt: n, BodySize: len(body)}
+	conn, _ := req.Context().Value(connKey{}).(uint64)
+	rec := Request{EndpointID: id, WebhookID: whID, At: at, Status: status, SigOK: sigOK, Attempt: n, BodySize: len(body),
+		Done: time.Now(), Conn: conn}
 	r.mu.Lock()
 	if status >= 200 && status < 300 {
 		if _, seen := r.firstOK[k]; !seen {
