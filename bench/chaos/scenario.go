@@ -93,7 +93,7 @@ func WaitSettled(ctx context.Context, in CheckInput, timeout time.Duration) (*Re
 			if settledAt.IsZero() {
 				settledAt = time.Now()
 			}
-			if rep.RequestsNotLogged == 0 || time.Since(settledAt) >= rowsGrace {
+			if (rep.RequestsNotLogged == 0 && rep.RowsWithoutRequest == 0) || time.Since(settledAt) >= rowsGrace {
 				return rep, nil
 			}
 		}
