@@ -50,6 +50,8 @@ type AttemptSeen struct {
 	EventID    string
 	// Requested: the attempt made a request (see madeRequest).
 	Requested bool
+	// Time is the record's timestamp (set by its producer).
+	Time time.Time
 }
 
 // CommittedEnds returns the end offsets (last stable, read_committed) of
@@ -121,7 +123,7 @@ func ReadAttempts(ctx context.Context, addr, topic string) ([]AttemptSeen, error
 			}
 			if json.Unmarshal(r.Value, &v) == nil {
 				out = append(out, AttemptSeen{Partition: r.Partition, Offset: r.Offset, EndpointID: v.EndpointID,
-					EventID: v.EventID, Requested: madeRequest(v.StatusCode, v.ErrorClass)})
+					EventID: v.EventID, Requested: madeRequest(v.StatusCode, v.ErrorClass), Time: r.Timestamp})
 			}
 		})
 	}

@@ -72,11 +72,16 @@ type scenario struct {
 	// that ingress produces blocked by a broker outage do not hold up the
 	// outbox transactions (the relay's backlog builds as it would).
 	split bool
+	// allInOne runs one `hookd run` (every role and the embedded broker)
+	// instead of a process per role; dispatchers is then ignored.
+	allInOne bool
 	// rideOut asserts that the roles ride the faults out: no role process
 	// exits or is started again, and the /readyz of each answers 503
 	// within every fault window the faults record (harness.fault) and 200
 	// after.
 	rideOut bool
+	// after, if set, checks more once every invariant held.
+	after func(t *testing.T, rep *chaos.Report, dups *chaos.DuplicateReport)
 }
 
 // harness is what a running scenario offers its faults.
@@ -133,7 +138,7 @@ func (h *harness) hold(d time.Duration) error {
 // its connections to the receivers and the attempts topic's ends, to count
 // the requests it had in flight when it died.
 func (h *harness) restart9(name string) error {
-	if isDispatcher(name) {
+	if sendsRequests(name) {
 		if err := h.cluster.Freeze(name); err != nil {
 			return fmt.Errorf("freezing %s: %w", name, err)
 		}
@@ -143,8 +148,10 @@ func (h *harness) restart9(name string) error {
 			h.t.Errorf("freezing %s: %v", name, err)
 		}
 	}
-	h.faults.Add(h.snapshot("kill -9 "+name, name, chaos.FaultCrash))
+	f := h.snapshot("kill -9 "+name, name, chaos.FaultCrash)
 	h.cluster.Kill9(name)
+	f.Restarted = time.Now()
+	h.faults.Add(f)
 	if err := h.cluster.StartProcess(h.ctx, name); err != nil {
 		return fmt.Errorf("restarting %s: %w", name, err)
 	}
@@ -175,14 +182,17 @@ func (h *harness) external(what string, rebalances bool) {
 
 func isDispatcher(name string) bool { return strings.HasPrefix(name, "dispatch-") }
 
+// sendsRequests: the process dispatches (a dispatcher, or `hookd run`).
+func sendsRequests(name string) bool { return isDispatcher(name) || name == chaos.RoleRun }
+
 // snapshot returns a fault of the process name as of now; for a
 // dispatcher, with the connections it holds to the receivers and the
 // attempts topic's read_committed ends (see chaos.Fault). A failure to
 // read them fails the test (the fault then allows no duplicate).
 func (h *harness) snapshot(what, name string, kind chaos.FaultKind) chaos.Fault {
-	f := chaos.Fault{What: what, Kind: kind, At: time.Now(), Rebalances: isDispatcher(name)}
+	f := chaos.Fault{What: what, Kind: kind, At: time.Now(), Rebalances: sendsRequests(name)}
 	p := h.cluster.Proc(name)
-	if !isDispatcher(name) || p == nil || p.Exited() {
+	if !sendsRequests(name) || p == nil || p.Exited() {
 		return f
 	}
 	ports, err := chaos.LocalPorts(p.Pid())
@@ -191,6 +201,12 @@ func (h *harness) snapshot(what, name string, kind chaos.FaultKind) chaos.Fault 
 		return f
 	}
 	f.Ports = ports
+	if name == chaos.RoleRun {
+		// Its broker is frozen with it: the ends are taken after the run
+		// (chaos.ResolveEnds).
+		f.BrokerInside = true
+		return f
+	}
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
 	ends, err := chaos.CommittedEnds(ctx, h.adm, "webhooks.attempts")
@@ -229,7 +245,7 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 	}
 	dir := logDir(t)
 	cl, err := chaos.NewCluster(chaos.ClusterConfig{Bin: bin, DatabaseURL: dbURL, Dir: dir,
-		Dispatchers: sc.dispatchers, Partitions: sc.partitions})
+		Dispatchers: sc.dispatchers, Partitions: sc.partitions, AllInOne: sc.allInOne})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		cl.Close()
@@ -327,6 +343,9 @@ func run(t *testing.T, sc scenario) *chaos.Report {
 		t.FailNow()
 	}
 	require.Positive(t, rep.Delivered, "nothing delivered")
+	if sc.after != nil {
+		sc.after(t, rep, dups)
+	}
 	return rep
 }
 
@@ -387,6 +406,7 @@ func duplicatesPerFault(ctx context.Context, t *testing.T, h *harness) *chaos.Du
 	require.NoError(t, err)
 	faults := h.faults.Faults()
 	chaos.ResolveConns(faults, h.top.Receiver)
+	chaos.ResolveEnds(faults, attempts)
 	return chaos.AttributeDuplicates(h.top.Receiver.Requests(), faults, attempts)
 }
 

@@ -38,6 +38,12 @@ type ClusterConfig struct {
 	// Env is added to every process's environment (KEY=value), for
 	// example SSL_CERT_FILE to trust a test CA. Defaults to none.
 	Env []string
+	// AllInOne runs one `hookd run` (every role and the embedded broker,
+	// persisted in Dir, in one process named RoleRun) instead of a broker
+	// and a process per role: the deployment a kill -9 takes down whole.
+	// Dispatchers is then ignored and DispatchArgs go to `hookd run`.
+	// Defaults to false.
+	AllInOne bool
 }
 
 func (c *ClusterConfig) setDefaults() {
@@ -61,7 +67,8 @@ func (c *ClusterConfig) setDefaults() {
 	}
 }
 
-// Cluster runs `hookd broker` and each role as its own process.
+// Cluster runs `hookd broker` and each role as its own process, or (with
+// AllInOne) one `hookd run`.
 type Cluster struct {
 	cfg       ClusterConfig
 	KafkaAddr string
@@ -81,6 +88,8 @@ const (
 	RoleRelay      = "relay"
 	RoleRouter     = "router"
 	RoleAttemptLog = "attempt-log"
+	// RoleRun is the one `hookd run` process of an AllInOne cluster.
+	RoleRun = "run"
 )
 
 // DispatcherName is the process name of dispatcher i.
@@ -108,6 +117,9 @@ func (c *Cluster) Config() ClusterConfig { return c.cfg }
 func (c *Cluster) Start(ctx context.Context) error {
 	if err := c.Migrate(ctx); err != nil {
 		return err
+	}
+	if c.cfg.AllInOne {
+		return c.StartProcess(ctx, RoleRun)
 	}
 	names := []string{RoleBroker, RoleAttemptLog, RoleRouter}
 	for i := range c.cfg.Dispatchers {
@@ -165,13 +177,20 @@ func (c *Cluster) args(name string) ([]string, error) {
 		role = "dispatch"
 	}
 	args := []string{"--log-level", c.cfg.LogLevel, role,
-		"--database-url", c.cfg.DatabaseURL, "--brokers", c.KafkaAddr, "--no-migrate",
+		"--database-url", c.cfg.DatabaseURL, "--no-migrate",
 		"--partitions", strconv.Itoa(c.cfg.Partitions), "--retry-schedule", c.cfg.RetrySchedule,
-		"--listen", listen, "--replication-factor", "1", "--min-insync-replicas", "1"}
-	switch role {
-	case "relay":
+		"--listen", listen}
+	if role == RoleRun {
+		// The embedded broker on the cluster's Kafka address, so that the
+		// harness's clients find it again after a restart.
+		args = append(args, "--data-dir", filepath.Join(c.cfg.Dir, "data"), "--kafka-listen", c.KafkaAddr)
+	} else {
+		args = append(args, "--brokers", c.KafkaAddr, "--replication-factor", "1", "--min-insync-replicas", "1")
+	}
+	if role == "relay" || role == RoleRun {
 		args = append(args, "--relay-slot", c.cfg.Slot)
-	case "dispatch":
+	}
+	if role == "dispatch" || role == RoleRun {
 		args = append(args, "--allow-private-networks", "--request-timeout", c.cfg.RequestTimeout.String(),
 			"--connect-timeout", "1s")
 		args = append(args, c.cfg.DispatchArgs...)

@@ -50,11 +50,20 @@ type Fault struct {
 	// Conns are the connections it held to the receivers at At, resolved
 	// from Ports by ResolveConns.
 	Conns map[uint64]bool
+	// Restarted is when the faulted process was started again (zero if
+	// not): a connection the receiver accepted after it is its
+	// successor's, even from the same port (`hookd run` sends again
+	// within a second of a kill, on recycled ports).
+	Restarted time.Time
 	// AttemptEnds are the read_committed end offsets of the attempts topic
 	// at At: an attempt record below them was there for a resuming
 	// dispatcher to read. Nil if not read (then no answered request counts
 	// as in flight).
 	AttemptEnds map[int32]int64
+	// BrokerInside: the faulted process hosts the broker (`hookd run`), so
+	// AttemptEnds cannot be read while it is frozen; ResolveEnds takes
+	// them after the run from the records' timestamps.
+	BrokerInside bool
 	// Rebalances: the fault changes the dispatchers' group (a dispatcher
 	// dies, stops or joins; the broker goes away and the members' sessions
 	// with it), so rebalances follow it for up to Aftermath.
@@ -75,9 +84,35 @@ const connGrace = time.Second
 // Call it once the run is over, so that late accepts are known.
 func ResolveConns(faults []Fault, r *Receiver) {
 	for i := range faults {
-		if len(faults[i].Ports) > 0 {
-			faults[i].Conns = r.ConnsFrom(faults[i].Ports, faults[i].At.Add(connGrace))
+		if len(faults[i].Ports) == 0 {
+			continue
 		}
+		until := faults[i].At.Add(connGrace)
+		if re := faults[i].Restarted; !re.IsZero() && re.Before(until) {
+			until = re
+		}
+		faults[i].Conns = r.ConnsFrom(faults[i].Ports, until)
+	}
+}
+
+// ResolveEnds fills the AttemptEnds of each fault with BrokerInside from
+// attempts (read after the run): per partition, just past the last record
+// produced at or before the fault. The broker died with the process, so
+// these are the records that survived it, as the restarted dispatcher
+// read them back; what the restarted process produced is timestamped after
+// its start.
+func ResolveEnds(faults []Fault, attempts []AttemptSeen) {
+	for i := range faults {
+		if !faults[i].BrokerInside || faults[i].AttemptEnds != nil {
+			continue
+		}
+		ends := map[int32]int64{}
+		for _, a := range attempts {
+			if !a.Time.After(faults[i].At) {
+				ends[a.Partition] = max(ends[a.Partition], a.Offset+1)
+			}
+		}
+		faults[i].AttemptEnds = ends
 	}
 }
 

@@ -169,3 +169,52 @@ func TestWaitStoppedSeesSIGSTOP(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A process restarted within connGrace of its kill (`hookd run`) reuses
+// the ports it held: a connection accepted after the restart is its
+// successor's, not one it held at the fault.
+func TestResolveConnsRestarted(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	r := &Receiver{connsByAddr: map[string][]connAccept{
+		"127.0.0.1:40001": {{id: 1, at: t0.Add(-time.Second)}, {id: 2, at: t0.Add(300 * time.Millisecond)}},
+		"127.0.0.1:40002": {{id: 3, at: t0.Add(-time.Second)}},
+	}}
+	ports := map[int]bool{40001: true, 40002: true}
+	faults := []Fault{
+		{At: t0, Ports: ports},
+		{At: t0, Ports: ports, Restarted: t0.Add(200 * time.Millisecond)},
+	}
+	ResolveConns(faults, r)
+	if c := faults[0].Conns; len(c) != 2 || !c[2] || !c[3] {
+		t.Errorf("without a restart: conns %v, want 2 and 3 (the last accepted within connGrace)", c)
+	}
+	if c := faults[1].Conns; len(c) != 2 || !c[1] || !c[3] {
+		t.Errorf("restarted 200ms after: conns %v, want 1 and 3 (2 is the successor's)", c)
+	}
+}
+
+// The ends of a fault whose process hosted the broker are taken from the
+// records' timestamps: the records produced at or before the fault are the
+// ones that survived it; those after are the restarted process's.
+func TestResolveEnds(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	attempts := []AttemptSeen{
+		{Partition: 0, Offset: 3, Time: t0.Add(-time.Second)},
+		{Partition: 0, Offset: 7, Time: t0},
+		{Partition: 0, Offset: 9, Time: t0.Add(time.Second)},
+		{Partition: 1, Offset: 0, Time: t0.Add(time.Second)},
+		{Partition: 2, Offset: 4, Time: t0.Add(-time.Millisecond)},
+	}
+	given := map[int32]int64{0: 1}
+	faults := []Fault{{At: t0, BrokerInside: true}, {At: t0}, {At: t0, BrokerInside: true, AttemptEnds: given}}
+	ResolveEnds(faults, attempts)
+	if e := faults[0].AttemptEnds; len(e) != 2 || e[0] != 8 || e[2] != 5 {
+		t.Errorf("ends %v, want partition 0 at 8, 2 at 5, none for 1", e)
+	}
+	if faults[1].AttemptEnds != nil {
+		t.Errorf("a fault of a process without the broker got ends %v", faults[1].AttemptEnds)
+	}
+	if e := faults[2].AttemptEnds; len(e) != 1 || e[0] != 1 {
+		t.Errorf("ends read at the fault were replaced: %v", e)
+	}
+}
