@@ -209,7 +209,8 @@ func routerRoles(drain time.Duration) []daemon.RoleFactory {
 	}
 	route := func(ctx context.Context, env *daemon.Env) (daemon.Role, error) {
 		r, err := router.New(router.Config{Topics: env.Names, DrainTimeout: drain}, router.Deps{Endpoints: idx,
-			KafkaOpts: env.KafkaOptsFor("router"), Logger: env.Logger.With("role", "router"), Registerer: env.Registry})
+			KafkaOpts: env.KafkaOptsFor("router"), ChangelogKafkaOpts: env.KafkaOpts, // without kprom: it is per client
+			Logger: env.Logger.With("role", "router"), Registerer: env.Registry})
 		if err != nil {
 			return nil, err
 		}
