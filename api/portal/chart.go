@@ -289,6 +289,9 @@ func drawSVG(c svgChart) (template.HTML, error) {
 type endpointsView struct {
 	Rows  []endpointRow
 	Chart *chartView
+	// Catalog offers the catalogued event types in the New endpoint form
+	// (manage links to the whole account only).
+	Catalog []catalogChoice
 }
 
 // accountChart is the chart of eps (an account's endpoints, or the one of
