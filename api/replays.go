@@ -142,6 +142,17 @@ func (s *V1) startReplay(w http.ResponseWriter, r *http.Request, c caller, req r
 // seconds.
 const replayRetryAfter = "30"
 
+// AcquireReplay takes one of account's replay slots ("" for operators)
+// under MaxReplays and MaxReplaysPerAccount, for a resend or replay run
+// outside the API: the portal's resends share these slots
+// (portal.Deps.ReplaySlots). ReleaseReplay gives it back.
+func (s *V1) AcquireReplay(account string) bool {
+	return s.replays.acquire(account, s.cfg.MaxReplays, s.cfg.MaxReplaysPerAccount)
+}
+
+// ReleaseReplay gives back a slot AcquireReplay took.
+func (s *V1) ReleaseReplay(account string) { s.replays.release(account) }
+
 // replaySlots counts the replays running in the background, in all and per
 // account, so that one account cannot start enough slow replays to take
 // every Postgres connection the API needs.

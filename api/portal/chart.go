@@ -153,6 +153,9 @@ func (v *chartView) BucketLabel(b store.ChartBucket) string {
 	return b.Start.In(v.zone).Format("Mon 2 Jan 15:04")
 }
 
+// Span names the window in words ("last 24 hours").
+func (v *chartView) Span() string { return v.span() }
+
 func (v *chartView) span() string {
 	return map[string]string{"24h": "last 24 hours", "7d": "last 7 days", "30d": "last 30 days"}[v.Window]
 }
@@ -235,10 +238,15 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-// yTicks are 0, half and the top of the y axis.
+// yTicks are 0, half and the top of the y axis; half only when it is a
+// whole number (the labels are counts and whole ms: half of 5 would read
+// "2" on the 2.5 line, half of an empty chart's 1 a second "0").
 func yTicks(top float64, label func(float64) string) []chartTick {
 	out := make([]chartTick, 0, 3)
 	for _, f := range []float64{0, 0.5, 1} {
+		if v := top * f; v != math.Trunc(v) {
+			continue
+		}
 		out = append(out, chartTick{X: chartLeft - 6, Y: round1(chartTop + plotH - plotH*f), Label: label(top * f)})
 	}
 	return out
@@ -289,6 +297,9 @@ func drawSVG(c svgChart) (template.HTML, error) {
 type endpointsView struct {
 	Rows  []endpointRow
 	Chart *chartView
+	// Catalog offers the catalogued event types in the New endpoint form
+	// (manage links to the whole account only).
+	Catalog []catalogChoice
 }
 
 // accountChart is the chart of eps (an account's endpoints, or the one of

@@ -33,7 +33,7 @@ func TestBrowserChart(t *testing.T) {
 	require.Equal(t, 200, tb.open("/portal/login/"+b.link(t, "acct_chart", "", store.PortalRead, time.Hour)))
 	require.Equal(t, 200, tb.click(`form[action="/portal/login"] button`))
 	require.Equal(t, 200, tb.open("/portal/endpoints/"+e.ID))
-	require.Contains(t, tb.text(), "60 delivered, 8 failed attempts per hour")
+	require.Contains(t, tb.text(), "Attempts per hour: 60 delivered, 8 failed in the last 24 hours")
 	light := tb.fills()
 	tb.shot("chart")
 	tb.dark()

@@ -73,7 +73,7 @@ func TestChartEmpty(t *testing.T) {
 	for _, b := range c.Bars {
 		require.Zero(t, b.H1+b.H2)
 	}
-	require.Equal(t, "1", c.YTick[2].Label, "an empty chart still has an axis")
+	require.Equal(t, []string{"0", "1"}, tickLabels(c.YTick), "an empty chart still has an axis, without a second 0 at 0.5")
 	require.Contains(t, string(v.Counts), "No attempts in this window")
 	require.NotContains(t, string(v.Counts), "NaN")
 	require.NotContains(t, string(v.Latency), "NaN")
@@ -116,6 +116,24 @@ func TestChartBounds(t *testing.T) {
 	require.Len(t, b, 169)
 	require.Equal(t, time.Date(2026, 11, 20, 16, 0, 0, 0, time.UTC), b[168])
 	require.Equal(t, 7*24*time.Hour, b[168].Sub(b[0]))
+}
+
+func tickLabels(ts []chartTick) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Label)
+	}
+	return out
+}
+
+// The middle y label is drawn only where it is a whole number: on a 0-5
+// axis a "2" on the 2.5 line misread every bar.
+func TestYTicksWhole(t *testing.T) {
+	t.Parallel()
+	count := func(f float64) string { return fmt.Sprintf("%.0f", f) }
+	for top, want := range map[float64][]string{1: {"0", "1"}, 2: {"0", "1", "2"}, 5: {"0", "5"}, 10: {"0", "5", "10"}, 50: {"0", "25", "50"}} {
+		require.Equal(t, want, tickLabels(yTicks(top, count)), "top %v", top)
+	}
 }
 
 func TestNiceCeil(t *testing.T) {

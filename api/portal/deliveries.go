@@ -379,6 +379,13 @@ func (h *Handler) deliveryResend(w http.ResponseWriter, r *http.Request, s *sess
 		return err
 	}
 	back := "/portal/deliveries/" + d.ID
+	// A resend holds one of the account's replay slots while it runs (a
+	// Kafka read and write), shared with the API's resends and replays.
+	if !h.slots.AcquireReplay(s.Account) {
+		return h.redirect(w, r, s, back, notice{Error: true, Text: "Too many replays and resends are running for this account " +
+			"right now. Nothing was sent; try again in a few seconds.", Link: "/portal/replays", LinkText: "Replay audit"})
+	}
+	defer h.slots.ReleaseReplay(s.Account)
 	be, _ := h.backend()
 	row, err := replay.ResendDelivery(r.Context(), be.Replay, replay.DeliveryResend{Account: s.Account, DeliveryID: d.ID,
 		Actor: s.Actor(), Reason: reason, PayloadTimeout: h.cfg.PayloadTimeout})

@@ -21,8 +21,12 @@ func (h *Handler) endpointCreate(w http.ResponseWriter, r *http.Request, s *sess
 		return badInput("this link is for one endpoint only; ask for a link to the whole account to create endpoints")
 	}
 	e := endpoint.Endpoint{ID: endpoint.NewID(), Account: s.Account, URL: strings.TrimSpace(r.PostFormValue("url")),
-		Description: strings.TrimSpace(r.PostFormValue("description")), EventTypes: splitTypes(r.PostFormValue("event_types")),
+		Description: strings.TrimSpace(r.PostFormValue("description")), EventTypes: formTypes(r),
 		Status: endpoint.StatusActive}
+	if len(e.EventTypes) == 0 {
+		// The API's message names its JSON field; this names the form's.
+		return badInput("event types: tick at least one type, or enter one or a pattern (* for all); nothing was created")
+	}
 	secret := endpoint.NewSecret()
 	e.Secrets = []string{secret}
 	if err := api.CheckNewEndpoint(r.Context(), h.resolver, h.cfg.AllowPrivateNetworks, &e); err != nil {

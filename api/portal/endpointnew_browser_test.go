@@ -23,10 +23,13 @@ func (f fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, e
 // Issue 32: a manage link creates an endpoint (its secret shown once) and
 // deletes it; the URL and SSRF rules are the API's (a private destination
 // and a missing event type are refused, naming the field); a read-only
-// link has no such forms, and its POST is refused.
+// link has no such forms, and its POST is refused. The form offers the
+// catalogue's types as checkboxes beside free patterns, as the settings
+// form does; neither ticked nor typed is refused naming the form's field.
 func TestBrowserEndpointCreateAndDelete(t *testing.T) {
 	browser := newBrowser(t)
 	b := setup(t, setupOpts{cfg: Config{Name: "Acme Billing"}})
+	b.catalog(t, testCatalog...)
 	b.h.cfg.AllowPrivateNetworks = false
 	b.h.resolver = fakeDNS{"hooks.example.com": {netip.MustParseAddr("93.184.216.34")},
 		"internal.example.com": {netip.MustParseAddr("10.0.0.7")}}
@@ -47,9 +50,17 @@ func TestBrowserEndpointCreateAndDelete(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, eps)
 
+	// No type ticked or typed: refused, naming the form's fields.
+	require.Equal(t, 200, tb.open("/portal/"))
+	require.Contains(t, tb.text(), "Event types from the catalogue")
+	tb.set("#new-url", "https://hooks.example.com/billing")
+	require.Equal(t, 400, tb.click(`form[action="/portal/endpoints"] button`))
+	require.Contains(t, tb.text(), "event types: tick at least one type, or enter one or a pattern")
+
 	require.Equal(t, 200, tb.open("/portal/"))
 	tb.set("#new-url", "https://hooks.example.com/billing")
 	tb.set("#new-description", "billing events")
+	tb.attr(`#new-endpoint input[name="event_type"][value="invoice.paid"]`, "checked", "checked")
 	tb.set("#new-types", "invoice.*, customer.created")
 	require.Equal(t, 200, tb.click(`form[action="/portal/endpoints"] button`))
 	page := tb.text()
@@ -61,7 +72,7 @@ func TestBrowserEndpointCreateAndDelete(t *testing.T) {
 	require.Len(t, eps, 1)
 	e := eps[0]
 	require.Equal(t, "https://hooks.example.com/billing", e.URL)
-	require.Equal(t, []string{"invoice.*", "customer.created"}, e.EventTypes)
+	require.Equal(t, []string{"invoice.paid", "invoice.*", "customer.created"}, e.EventTypes, "ticked, then typed")
 	require.Equal(t, []string{secret}, e.Secrets)
 	require.Contains(t, tb.url(), "/portal/endpoints/"+e.ID)
 	tb.shot("endpoint-created")

@@ -59,8 +59,13 @@ func (h *Handler) endpointsPage(w http.ResponseWriter, r *http.Request, s *sessi
 	if err != nil {
 		return err
 	}
-	return h.render(w, r, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", S: s,
-		Data: endpointsView{Rows: rows, Chart: chart}})
+	v := endpointsView{Rows: rows, Chart: chart}
+	if s.CanManage() && s.EndpointID == "" {
+		if v.Catalog, _, err = h.catalogChoices(r.Context(), nil); err != nil {
+			return err
+		}
+	}
+	return h.render(w, r, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", S: s, Data: v})
 }
 
 func (h *Handler) withStats(ctx context.Context, account string, eps []endpoint.Endpoint, since time.Time) ([]endpointRow, error) {

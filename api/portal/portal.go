@@ -38,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/deadletter/replay"
 	"github.com/hookd/hookd/dispatcher/ssrf"
 	"github.com/hookd/hookd/internal/clock"
@@ -191,6 +192,21 @@ type Deps struct {
 	Resolver ssrf.Resolver
 	// Clock is the time source. Defaults to clock.System{}.
 	Clock clock.Clock
+	// ReplaySlots are the API's replay slots (api.V1): a portal resend
+	// holds one of its account's, as an API resend does, so the portal is
+	// no way around the API's limit. Defaults to the portal's own slots
+	// with the API's default caps (2 per account, 8 in all).
+	ReplaySlots ReplaySlots
+}
+
+var _ ReplaySlots = (*api.V1)(nil)
+
+// ReplaySlots count the replays and resends running, per account and in
+// all; api.V1 implements it.
+type ReplaySlots interface {
+	// AcquireReplay takes a slot of account, false when none is free.
+	AcquireReplay(account string) bool
+	ReleaseReplay(account string)
 }
 
 // Backend is what the pages read and write, available once the daemon has
@@ -218,6 +234,7 @@ type Handler struct {
 	be      *Backend
 	baseCtx context.Context
 	runs    sync.WaitGroup
+	slots   ReplaySlots
 }
 
 // New checks cfg and returns a portal handler.
@@ -241,11 +258,15 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.System{}
 	}
+	if deps.ReplaySlots == nil {
+		deps.ReplaySlots = &ownSlots{max: 8, perAccount: 2}
+	}
 	p, err := loadPages()
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, logger: deps.Logger, resolver: deps.Resolver, pages: p, clock: deps.Clock}, nil
+	return &Handler{cfg: cfg, logger: deps.Logger, resolver: deps.Resolver, pages: p, clock: deps.Clock,
+		slots: deps.ReplaySlots}, nil
 }
 
 // Attach makes the backend available. Replays started in the portal run in

@@ -2,6 +2,7 @@ package portal
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hookd/hookd/store"
@@ -71,4 +72,38 @@ func (h *Handler) policyPage(w http.ResponseWriter, r *http.Request, s *session)
 		ReplayRate       float64
 	}{tiers, total, h.cfg.DisableAfter, h.cfg.RequestTimeout, h.cfg.MaxInFlight, h.cfg.Topics.DLQRetention,
 		h.cfg.Topics.Retention, h.cfg.AttemptRetention, h.cfg.ReplayLimit, h.cfg.ReplayRate}})
+}
+
+// ownSlots are the portal's replay slots when it runs without the API's
+// (Deps.ReplaySlots): the same caps, counted in this process.
+type ownSlots struct {
+	mu              sync.Mutex
+	max, perAccount int
+	total           int
+	byAccount       map[string]int
+}
+
+var _ ReplaySlots = (*ownSlots)(nil)
+
+func (o *ownSlots) AcquireReplay(account string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.total >= o.max || o.byAccount[account] >= o.perAccount {
+		return false
+	}
+	if o.byAccount == nil {
+		o.byAccount = map[string]int{}
+	}
+	o.total++
+	o.byAccount[account]++
+	return true
+}
+
+func (o *ownSlots) ReleaseReplay(account string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.total--
+	if o.byAccount[account]--; o.byAccount[account] == 0 {
+		delete(o.byAccount, account)
+	}
 }

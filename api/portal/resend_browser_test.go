@@ -14,7 +14,8 @@ import (
 
 // Issue 32: a delivered delivery's page shows its payload, read from the
 // deliveries topic; Resend with a reason brings the same webhook-id to the
-// receiver again, signed afresh, and the replay audit lists it.
+// receiver again, signed afresh, and the replay audit lists it. While the
+// account's replay slots are all taken, Resend is refused and sends nothing.
 func TestBrowserPayloadAndResend(t *testing.T) {
 	browser := newBrowser(t)
 	b := setup(t, setupOpts{cfg: Config{Name: "Acme Billing"}})
@@ -50,9 +51,24 @@ func TestBrowserPayloadAndResend(t *testing.T) {
 	require.NotContains(t, page, "not kept where the portal can read it")
 	tb.shot("delivery-payload")
 
+	// The account's replay slots busy (resends of the API, replays):
+	// refused plainly, nothing sent, as the API answers 429.
+	require.True(t, b.h.slots.AcquireReplay("acct_a"))
+	require.True(t, b.h.slots.AcquireReplay("acct_a"))
+	tb.set("#resend-reason", "we lost it, please resend")
+	require.Equal(t, 200, tb.click(`form[action$="/resend"] button`))
+	require.Contains(t, tb.text(), "Too many replays and resends are running for this account right now. Nothing was sent")
+	rs, err := b.db.Store.ListPortalReplays(ctx, "acct_a", "", 10)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	b.h.slots.ReleaseReplay("acct_a")
+
 	tb.set("#resend-reason", "we lost it, please resend")
 	require.Equal(t, 200, tb.click(`form[action$="/resend"] button`))
 	require.Contains(t, tb.text(), "Resent (rpl_dv_")
+	require.True(t, b.h.slots.AcquireReplay("acct_a"), "the resend gave its slot back")
+	b.h.slots.ReleaseReplay("acct_a")
+	b.h.slots.ReleaseReplay("acct_a")
 	wait.For(t, 30*time.Second, "the resent webhook-id at the receiver", func() bool { return rc.count(evt) == 2 })
 	require.True(t, rc.delivered(evt))
 	rc.mu.Lock()

@@ -16,6 +16,8 @@ import (
 type DeliveriesCmd struct {
 	List DeliveriesListCmd `cmd:"" help:"List an endpoint's (or an account's) deliveries, newest first."`
 	Show DeliveriesShowCmd `cmd:"" help:"Show a delivery (or every delivery of an event) with its attempt timeline."`
+	// Payload lives in payload.go.
+	Payload DeliveriesPayloadCmd `cmd:"" help:"Print a delivery's payload (the exact body sent), read from Kafka while retention keeps it; -o json adds where it was read (topic, partition, offset, sha256)."`
 	// Resend lives in resend.go.
 	Resend DeliveriesResendCmd `cmd:"" help:"Send one delivery again, whatever its state: same webhook-id, a fresh timestamp and signature; audited."`
 }

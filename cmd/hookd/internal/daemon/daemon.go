@@ -278,7 +278,8 @@ func (p *process) startHTTP(context.Context) error {
 		pcfg.RequestTimeout = apiCfg.MaxTimeout
 	}
 	var err error
-	if p.portal, err = portal.New(pcfg, portal.Deps{Logger: p.logger.With("component", "portal")}); err != nil {
+	if p.portal, err = portal.New(pcfg, portal.Deps{Logger: p.logger.With("component", "portal"),
+		ReplaySlots: p.jsonAPI}); err != nil {
 		return err
 	}
 	routes := func(mux *http.ServeMux) {
