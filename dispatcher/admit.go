@@ -18,6 +18,9 @@ import (
 type record struct {
 	rec *kgo.Record
 	d   *delivery.Delivery
+	// started: a request was started for it (counted in d.inflight until
+	// its completion).
+	started bool
 }
 
 // recordOf is the record an item of the core carries.

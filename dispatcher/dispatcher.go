@@ -47,6 +47,9 @@ type Dispatcher struct {
 	intents *kgo.Client
 	// res is the poll loop's state of the partitions to resume.
 	res resumer
+	// inflight counts the requests started and not completed, per
+	// partition number (resume.go).
+	inflight inflight
 
 	// stopPoll ends the poll loop with a permanent error (fatal).
 	stopPoll context.CancelCauseFunc

@@ -121,6 +121,10 @@ func (d *Dispatcher) finish(it *sched.Item, res result) {
 // complete hands the loop it's completion: done (its offset may be
 // committed) or abandoned (it is read again after a restart).
 func (d *Dispatcher) complete(it *sched.Item, ok bool) {
+	if r := recordOf(it); r.started {
+		r.started = false
+		d.inflight.done(r.rec.Partition)
+	}
 	d.events <- event{it: it, finished: true, ok: ok}
 	d.wg.Done()
 }

@@ -64,12 +64,68 @@ func (r *resumer) forget(parts []sched.Partition) {
 	}
 }
 
+// inflight counts, per partition number, this process's requests started
+// and not yet completed (attempt record acknowledged, or given up). A
+// partition lost in a broker outage (no revoke, so nothing waited for its
+// requests) and assigned back to this process may still have requests
+// finishing, their attempt records waiting for the broker; its read-back
+// waits for them first, or it would miss those records and send their
+// deliveries again (TestChaosBrokerDown120s saw one such duplicate).
+type inflight struct {
+	mu   sync.Mutex
+	n    map[int32]int
+	zero chan struct{} // closed and replaced whenever a count drops to 0
+}
+
+func (f *inflight) add(p int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == nil {
+		f.n, f.zero = map[int32]int{}, make(chan struct{})
+	}
+	f.n[p]++
+}
+
+func (f *inflight) done(p int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[p]--; f.n[p] <= 0 {
+		delete(f.n, p)
+		close(f.zero)
+		f.zero = make(chan struct{})
+	}
+}
+
+// wait returns once no request of the partition numbers of starts is in
+// flight, or ctx ends.
+func (f *inflight) wait(ctx context.Context, starts map[sched.Partition]time.Time) {
+	for {
+		f.mu.Lock()
+		busy, zero := false, f.zero
+		for p := range starts {
+			busy = busy || f.n[p.Partition] > 0
+		}
+		f.mu.Unlock()
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-zero:
+		}
+	}
+}
+
 // resume marks the records of recs that were answered, after reading back
 // the attempts of the partitions fetched for the first time since their
 // assignment.
 func (d *Dispatcher) resume(ctx context.Context, recs []sched.Record) {
 	starts := d.resumeStarts(recs)
 	if len(starts) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, readBackTimeout)
+		d.inflight.wait(wctx, starts)
+		cancel()
 		found, err := d.readBack(ctx, starts)
 		d.res.mu.Lock()
 		for p := range starts {
