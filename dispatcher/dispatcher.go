@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/dispatcher/internal/sched"
 	"github.com/hookd/hookd/internal/clock"
 	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/retrytiers"
 )
 
@@ -58,6 +60,7 @@ type Dispatcher struct {
 
 	commitMu sync.Mutex // one commit at a time, so a stale one never lands last
 	refusals refusals   // SSRF refusals already logged
+	tracer   trace.Tracer // nil when tracing is off (trace.go)
 
 	// The loop (loop.go) owns the scheduling core and what follows; other
 	// goroutines reach it through events, calls and wake only.
@@ -107,6 +110,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		sender:    newSender(cfg).logging(deps.Logger, cfg.LogDeliveries),
 		kopts:     deps.KafkaOpts,
 		refusals:  refusals{last: map[string]time.Time{}},
+		tracer:    tracing.Active(deps.Tracer),
 		jobs:      make(chan *sched.Item, cfg.Concurrency),
 		events:    make(chan event, eventBuffer),
 		calls:     make(chan func()),

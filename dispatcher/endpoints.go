@@ -30,6 +30,9 @@ type Target struct {
 	// hookd sets (webhook-*, content-type, user-agent) is never replaced.
 	// The API and the store refuse reserved names (endpoint.ReservedHeader).
 	Headers map[string]string
+	// SendTraceparent sends the W3C traceparent header of the attempt's
+	// span with every request, when tracing is on.
+	SendTraceparent bool
 }
 
 // Endpoints resolves endpoint ids, typically from an in-memory index kept

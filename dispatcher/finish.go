@@ -29,6 +29,7 @@ type result struct {
 	aborted   bool // cut by shutdown: leave the record unfinished
 
 	destination string // the endpoint URL the request went to (attempted only)
+	traceparent string // the attempt span's, when tracing is on (trace.go)
 
 	skip      string // ClassDisabled, ClassDeleted or ClassAccountMismatch: no request
 	deferred  string // ClassBacklogFull or ClassFairShare: no request
@@ -165,6 +166,9 @@ func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
 		d.m.attemptsBy.get(key).Inc()
 		d.complete(it, true)
 		return true
+	}
+	if res.traceparent != "" { // the attempt-log writer's span continues the attempt's
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: delivery.HeaderTraceparent, Value: []byte(res.traceparent)})
 	}
 	d.produceAttempt(d.workCtx, it, kr, key)
 	return true

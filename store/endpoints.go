@@ -22,7 +22,7 @@ const EndpointChannel = "hookd_endpoints"
 var _ endpoint.Source = (*Store)(nil)
 
 const endpointColumns = `id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms,
-	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers`
+	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers, send_traceparent`
 
 // scanEndpoint reads one endpoint row and opens its signing secrets.
 func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
@@ -35,7 +35,7 @@ func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 		disabledReason          *string
 	)
 	err := row.Scan(&e.ID, &e.Account, &e.URL, &e.Description, &e.Secrets, &e.EventTypes, &status,
-		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt, &e.Headers)
+		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt, &e.Headers, &e.SendTraceparent)
 	if err != nil {
 		return e, translate(err)
 	}
@@ -128,7 +128,7 @@ func (s *Store) endpointArgs(e *endpoint.Endpoint) []any {
 	}
 	return []any{e.ID, e.Account, e.URL, e.Description, s.sealSecrets(e.ID, e.Secrets), types, string(e.Status),
 		nullInt(e.MaxInFlight), nullInt(int(e.Timeout / time.Millisecond)), nullFloat(e.RatePerSec),
-		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers}
+		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers, e.SendTraceparent}
 }
 
 // CreateEndpoint inserts e after validating it. An empty status means
@@ -145,8 +145,8 @@ func (s *Store) CreateEndpoint(ctx context.Context, e endpoint.Endpoint) (endpoi
 	}
 	row := s.pool.QueryRow(ctx, `INSERT INTO webhooks.endpoints
 		(id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms, rate_per_sec,
-		 failing_since, disabled_reason, disabled_at, headers)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		 failing_since, disabled_reason, disabled_at, headers, send_traceparent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		RETURNING `+endpointColumns, s.endpointArgs(&e)...)
 	out, err := s.scanEndpoint(row)
 	if err != nil {
@@ -226,7 +226,7 @@ func (s *Store) ModifyEndpoint(ctx context.Context, id string, change func(*endp
 		out, err = s.scanEndpoint(tx.QueryRow(ctx, `UPDATE webhooks.endpoints SET
 			url = $3, description = $4, secrets = $5, event_types = $6, status = $7, max_in_flight = $8,
 			timeout_ms = $9, rate_per_sec = $10, failing_since = $11, disabled_reason = $12, disabled_at = $13,
-			headers = $14, updated_at = now()
+			headers = $14, send_traceparent = $15, updated_at = now()
 			WHERE id = $1 AND account = $2 RETURNING `+endpointColumns, args...))
 		if err != nil {
 			return fmt.Errorf("updating endpoint %s: %s", id, oneLine(err))

@@ -63,6 +63,9 @@ type Endpoint struct {
 	// Headers are custom headers sent with every request, name to value;
 	// nil when none. See ValidateHeaders for what is refused.
 	Headers map[string]string `json:"headers,omitempty"`
+	// SendTraceparent sends the W3C traceparent header of each attempt's
+	// span with its request, when hookd's tracing is on.
+	SendTraceparent bool `json:"send_traceparent,omitempty"`
 }
 
 // Active reports whether the endpoint receives new deliveries.

@@ -194,7 +194,8 @@ func (s *roleSet) relayRole() daemon.RoleFactory {
 		r, err := relay.New(relay.Config{
 			Slot: s.relay.RelaySlot, Publication: s.relay.RelayPublication, EventsTopic: env.Names.Events,
 			DLQTopic: env.Names.DLQ, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes, StallTimeout: s.relay.RelayStallTimeout,
-		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOptsFor("relay"), Logger: env.Logger.With("role", "relay"), Registerer: env.Registry})
+		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOptsFor("relay"), Logger: env.Logger.With("role", "relay"), Registerer: env.Registry,
+			Tracer: env.Tracer("hookd/relay")})
 		if err != nil {
 			return nil, fmt.Errorf("relay: %w", err)
 		}
@@ -211,7 +212,7 @@ func (s *roleSet) routerRole() daemon.RoleFactory {
 		r, err := router.New(router.Config{Topics: env.Names, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes,
 			DedupeWindow: s.router.DedupeWindow, DedupeMaxKeys: s.router.DedupeMaxKeys, TransactionalID: s.router.TransactionalID}, router.Deps{
 			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), ChangelogKafkaOpts: env.KafkaOpts,
-			Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
+			Logger: env.Logger.With("role", "router"), Registerer: env.Registry, Tracer: env.Tracer("hookd/router"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("router: %w", err)
@@ -233,6 +234,7 @@ func (a dispatchEndpoints) Endpoint(id string) (dispatcher.Target, bool) {
 	return dispatcher.Target{
 		ID: ep.ID, Account: ep.Account, URL: ep.URL, Secrets: ep.Secrets, Disabled: !ep.Active(),
 		MaxInFlight: ep.MaxInFlight, Timeout: ep.Timeout, RatePerSec: ep.RatePerSec, Headers: ep.Headers,
+		SendTraceparent: ep.SendTraceparent,
 	}, true
 }
 
@@ -244,6 +246,7 @@ func (s *roleSet) dispatchRole() daemon.RoleFactory {
 		}
 		d, err := dispatcher.New(s.dispatch.dispatcherConfig(env.Topics), dispatcher.Deps{
 			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("dispatch"),
+			Tracer: env.Tracer("hookd/dispatch"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)
@@ -268,7 +271,8 @@ func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
 			w, err := attemptlog.New(attemptlog.Config{
 				Topic: env.Names.Attempts, DeliveriesTopic: env.Names.Deliveries, OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
 				EventsTopic: env.Names.Events, PortalBaseURL: s.daemon.PortalBaseURL,
-			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("attempt-log")})
+			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("attempt-log"),
+				Tracer: env.Tracer("hookd/attempt-log")})
 			if err != nil {
 				return nil, fmt.Errorf("attempt log: %w", err)
 			}
