@@ -58,8 +58,8 @@ type Dispatcher struct {
 	cancelWork context.CancelFunc
 	wg         sync.WaitGroup // every request and finish goroutine
 
-	commitMu sync.Mutex // one commit at a time, so a stale one never lands last
-	refusals refusals   // SSRF refusals already logged
+	commitMu sync.Mutex   // one commit at a time, so a stale one never lands last
+	refusals refusals     // SSRF refusals already logged
 	tracer   trace.Tracer // nil when tracing is off (trace.go)
 
 	// The loop (loop.go) owns the scheduling core and what follows; other

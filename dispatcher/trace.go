@@ -100,4 +100,3 @@ func setTraceparent(ctx context.Context, h http.Header) {
 		h["Tracestate"] = []string{ts}
 	}
 }
-

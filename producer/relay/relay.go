@@ -70,8 +70,8 @@ import (
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/internal/topics"
-	"github.com/hookd/hookd/producer/event"
 	"github.com/hookd/hookd/internal/tracing"
+	"github.com/hookd/hookd/producer/event"
 	"github.com/hookd/hookd/store"
 )
 
