@@ -33,6 +33,8 @@ type Dispatcher struct {
 	sender    *sender
 	breakers  *breakers
 	kopts     []kgo.Opt
+	// tracer is nil when tracing is off (trace.go).
+	tracer trace.Tracer
 
 	// newClient is kgo.NewClient; a test widens the start-up window with it.
 	newClient func(...kgo.Opt) (*kgo.Client, error)
@@ -58,9 +60,8 @@ type Dispatcher struct {
 	cancelWork context.CancelFunc
 	wg         sync.WaitGroup // every request and finish goroutine
 
-	commitMu sync.Mutex   // one commit at a time, so a stale one never lands last
-	refusals refusals     // SSRF refusals already logged
-	tracer   trace.Tracer // nil when tracing is off (trace.go)
+	commitMu sync.Mutex // one commit at a time, so a stale one never lands last
+	refusals refusals   // SSRF refusals already logged
 
 	// The loop (loop.go) owns the scheduling core and what follows; other
 	// goroutines reach it through events, calls and wake only.
