@@ -33,12 +33,16 @@ type endpointOut struct {
 	DisabledReason string            `json:"disabled_reason,omitempty"`
 	CreatedAt      time.Time         `json:"created_at"`
 	UpdatedAt      time.Time         `json:"updated_at"`
+
+	// SendTraceparent: each request carries its attempt span's traceparent.
+	SendTraceparent bool `json:"send_traceparent"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
 	out := endpointOut{ID: e.ID, Account: e.Account, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes,
 		Status: string(e.Status), MaxInFlight: e.MaxInFlight, TimeoutMS: e.Timeout.Milliseconds(), RatePerSec: e.RatePerSec,
-		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers}
+		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers,
+		SendTraceparent: e.SendTraceparent}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}
@@ -69,6 +73,8 @@ type endpointIn struct {
 	TimeoutMS   int64             `json:"timeout_ms"`
 	RatePerSec  float64           `json:"rate_per_sec"`
 	Headers     map[string]string `json:"headers"`
+
+	SendTraceparent bool `json:"send_traceparent"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -83,7 +89,7 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	e := endpoint.Endpoint{ID: in.ID, Account: in.Account, URL: in.URL, Description: in.Description, EventTypes: in.EventTypes,
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
-		RatePerSec: in.RatePerSec, Headers: in.Headers}
+		RatePerSec: in.RatePerSec, Headers: in.Headers, SendTraceparent: in.SendTraceparent}
 	if e.ID == "" {
 		e.ID = endpoint.NewID()
 	}
@@ -244,6 +250,8 @@ type endpointPatch struct {
 	RatePerSec  *float64  `json:"rate_per_sec"`
 	// Headers replaces every custom header; {} removes them all.
 	Headers *map[string]string `json:"headers"`
+
+	SendTraceparent *bool `json:"send_traceparent"`
 }
 
 func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -332,6 +340,9 @@ func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
 	}
 	if p.Headers != nil {
 		e.Headers = *p.Headers
+	}
+	if p.SendTraceparent != nil {
+		e.SendTraceparent = *p.SendTraceparent
 	}
 	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
 		e.Status = endpoint.Status(*p.Status)
