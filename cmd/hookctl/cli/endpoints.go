@@ -87,6 +87,9 @@ func printEndpoint(g *Globals, v endpointView) error {
 	for _, name := range slices.Sorted(maps.Keys(v.Headers)) {
 		rows = append(rows, [2]string{"header", name + ": " + v.Headers[name]})
 	}
+	if v.SendTraceparent {
+		rows = append(rows, [2]string{"traceparent", "sent (when tracing is on)"})
+	}
 	rows = append(rows, [2]string{"created", v.CreatedAt.UTC().Format(time.RFC3339)}, [2]string{"updated", v.UpdatedAt.UTC().Format(time.RFC3339)})
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
@@ -195,6 +198,8 @@ type EndpointsAddCmd struct {
 	EndpointLimits
 	EndpointHeaders
 	PrivateNetworks
+
+	SendTraceparent bool `name:"send-traceparent" help:"Send each request's traceparent header (W3C trace context of its attempt's span) when hookd's tracing is on."`
 }
 
 // Run implements `hookctl endpoints add`.
@@ -220,6 +225,7 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 	if e.Headers, err = c.EndpointHeaders.set(nil); err != nil {
 		return err
 	}
+	e.SendTraceparent = c.SendTraceparent
 	if err := e.Validate(); err != nil {
 		return Usage(err)
 	}
@@ -323,6 +329,8 @@ type EndpointsUpdateCmd struct {
 	RemoveHeader []string `name:"remove-header" sep:"none" placeholder:"NAME" help:"Stop sending this custom header (any case), repeatable."`
 	ClearHeaders bool     `name:"clear-headers" help:"Stop sending every custom header (before any --header is added)."`
 	PrivateNetworks
+
+	SendTraceparent *bool `name:"send-traceparent" negatable:"" help:"Send (or, with --no-send-traceparent, stop sending) each request's traceparent header when hookd's tracing is on."`
 }
 
 // Run implements `hookctl endpoints update`.
@@ -352,6 +360,9 @@ func (c *EndpointsUpdateCmd) Run(ctx context.Context, g *Globals) error {
 			e.Description = *c.Description
 		}
 		c.EndpointLimits.apply(e)
+		if c.SendTraceparent != nil {
+			e.SendTraceparent = *c.SendTraceparent
+		}
 		return c.changeHeaders(e)
 	})
 	if err != nil {
