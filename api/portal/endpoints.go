@@ -234,6 +234,9 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 		if hasHeaders {
 			x.Headers = headers
 		}
+		if r.PostForm.Has("trace_form") { // an unchecked box sends nothing: the marker says the form had it
+			x.SendTraceparent = r.PostFormValue("send_traceparent") == "on"
+		}
 		return nil
 	})
 	if errors.Is(err, endpoint.ErrInvalid) {
