@@ -24,7 +24,8 @@ func (d *Dispatcher) startSpan(r *record, t Target) (context.Context, trace.Span
 	}
 	dl := r.d
 	ctx := tracing.FromTraceparent(d.workCtx, dl.Traceparent, dl.Tracestate)
-	attrs := []attribute.KeyValue{
+	attrs := make([]attribute.KeyValue, 0, 10)
+	attrs = append(attrs,
 		attribute.String("http.request.method", http.MethodPost),
 		attribute.String("hookd.delivery_id", dl.ID),
 		attribute.String("hookd.event_id", dl.EventID),
@@ -32,26 +33,30 @@ func (d *Dispatcher) startSpan(r *record, t Target) (context.Context, trace.Span
 		attribute.String("hookd.account", dl.Account),
 		attribute.Int("hookd.attempt", dl.Attempt),
 		attribute.String("hookd.tier", r.rec.Topic),
-	}
-	attrs = append(attrs, urlAttributes(t.URL)...)
+	)
+	attrs = appendURLAttributes(attrs, t.URL)
 	return d.tracer.Start(ctx, http.MethodPost, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
-// urlAttributes are the semantic url.full, server.address and server.port
-// of raw. url.full leaves out the user info and the query, which may hold
+// appendURLAttributes appends the semantic url.full, server.address and
+// server.port of raw. url.full leaves out the user info and the query, which may hold
 // the receiver's credentials (a token in the query string is common): a
 // trace backend is read by more people than the endpoint's settings.
-func urlAttributes(raw string) []attribute.KeyValue {
+func appendURLAttributes(attrs []attribute.KeyValue, raw string) []attribute.KeyValue {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil
+		return attrs
 	}
 	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	switch {
+	case port != "":
+	case u.Scheme == "https":
+		port = "443"
+	default:
+		port = "80"
 	}
 	clean := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	attrs := []attribute.KeyValue{attribute.String("url.full", clean.String()), attribute.String("server.address", u.Hostname())}
+	attrs = append(attrs, attribute.String("url.full", clean.String()), attribute.String("server.address", u.Hostname()))
 	if n, err := strconv.Atoi(port); err == nil {
 		attrs = append(attrs, attribute.Int("server.port", n))
 	}

@@ -2,6 +2,8 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/propagation"
@@ -62,20 +64,52 @@ func ToRecord(ctx context.Context, r *kgo.Record) { w3c.Inject(ctx, headers{r}) 
 
 // FromTraceparent returns ctx with the remote span context of a
 // traceparent value (the outbox column, a delivery's header) as parent;
-// ctx unchanged when tp is empty or invalid.
+// ctx unchanged when tp is empty or invalid. The common form (version
+// 00, 55 characters) is read by hand, without the propagator's carrier
+// map: the dispatcher calls it for every request.
 func FromTraceparent(ctx context.Context, tp, state string) context.Context {
 	if tp == "" {
 		return ctx
 	}
+	if sc, ok := parseV00(tp); ok && state == "" {
+		return trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
 	return w3c.Extract(ctx, propagation.MapCarrier{Header: tp, HeaderState: state})
 }
 
-// Traceparent is the traceparent value of sc, "" when sc is not valid.
+// parseV00 reads "00-<32 hex>-<16 hex>-<2 hex>" (lower case, ids not all
+// zero, flags 00 to 03); false for anything else, which
+// the propagator then judges.
+func parseV00(tp string) (trace.SpanContext, bool) {
+	if len(tp) != 55 || tp[:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	flags := tp[53:55]
+	if flags != "00" && flags != "01" && flags != "02" && flags != "03" {
+		return trace.SpanContext{}, false // reserved bits: the propagator's rules
+	}
+	tid, err1 := trace.TraceIDFromHex(tp[3:35])
+	sid, err2 := trace.SpanIDFromHex(tp[36:52])
+	if err1 != nil || err2 != nil || strings.ToLower(tp) != tp {
+		return trace.SpanContext{}, false
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+		TraceFlags: trace.TraceFlags(flags[1] - '0'), Remote: true}), true
+}
+
+// Traceparent is the traceparent value of sc, "" when sc is not valid:
+// one allocation, the string.
 func Traceparent(sc trace.SpanContext) string {
 	if !sc.IsValid() {
 		return ""
 	}
-	c := propagation.MapCarrier{}
-	w3c.Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
-	return c[Header]
+	var b [55]byte
+	copy(b[:], "00-")
+	tid, sid := sc.TraceID(), sc.SpanID()
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
+	return string(b[:])
 }
