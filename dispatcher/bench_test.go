@@ -527,14 +527,18 @@ func listenPeer(srv *http.Server) ([]string, error) {
 		}
 		base = "https://"
 	}
+	// Decided once: srv.Serve may set srv.TLSConfig itself (its HTTP/2
+	// set-up), and a receiver started after the first one read it as https
+	// (one receiver in four served TLS to plain-http requests).
+	tlsConfig := srv.TLSConfig
 	var urls []string
 	for range benchReceivers {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		if srv.TLSConfig != nil {
-			ln = tls.NewListener(ln, srv.TLSConfig)
+		if tlsConfig != nil {
+			ln = tls.NewListener(ln, tlsConfig)
 		}
 		go func() { _ = srv.Serve(ln) }()
 		urls = append(urls, base+ln.Addr().String())
