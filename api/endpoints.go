@@ -44,13 +44,16 @@ type endpointOut struct {
 	DisabledReason      string     `json:"disabled_reason,omitempty"`
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
+
+	// SendTraceparent: each request carries its attempt span's traceparent.
+	SendTraceparent bool `json:"send_traceparent"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
 	out := endpointOut{ID: e.ID, Account: e.Account, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes,
 		Status: string(e.Status), MaxInFlight: e.MaxInFlight, TimeoutMS: e.Timeout.Milliseconds(), RatePerSec: e.RatePerSec,
 		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers,
-		Filter: e.Filter}
+		Filter: e.Filter, SendTraceparent: e.SendTraceparent}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}
@@ -92,6 +95,8 @@ type endpointIn struct {
 	// mutual TLS.
 	ClientCert string `json:"client_cert"`
 	ClientKey  string `json:"client_key"`
+
+	SendTraceparent bool `json:"send_traceparent"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -107,7 +112,7 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 	e := endpoint.Endpoint{ID: in.ID, Account: in.Account, URL: in.URL, Description: in.Description, EventTypes: in.EventTypes,
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
 		RatePerSec: in.RatePerSec, Headers: in.Headers, Filter: endpoint.NormalizeFilter(in.Filter),
-		ClientCert: in.ClientCert, ClientKey: in.ClientKey}
+		ClientCert: in.ClientCert, ClientKey: in.ClientKey, SendTraceparent: in.SendTraceparent}
 	if _, err := endpoint.ParseClientCert(e.ClientCert, e.ClientKey, time.Now()); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 		return
@@ -282,6 +287,8 @@ type endpointPatch struct {
 	// together; both "" remove it.
 	ClientCert *string `json:"client_cert"`
 	ClientKey  *string `json:"client_key"`
+
+	SendTraceparent *bool `json:"send_traceparent"`
 }
 
 func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -387,6 +394,9 @@ func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
 	}
 	if p.ClientCert != nil && p.ClientKey != nil {
 		e.ClientCert, e.ClientKey = *p.ClientCert, *p.ClientKey
+	}
+	if p.SendTraceparent != nil {
+		e.SendTraceparent = *p.SendTraceparent
 	}
 	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
 		e.Status = endpoint.Status(*p.Status)

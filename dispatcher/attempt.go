@@ -77,7 +77,8 @@ func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 	if first {
 		observeSince(d.m.stageWait, r.rec.Timestamp, start)
 	}
-	resp := d.sender.send(d.workCtx, t, dl, d.timeout(t))
+	ctx, span := d.startSpan(r, t)
+	resp := d.sender.send(ctx, t, dl, d.timeout(t))
 	res.duration = time.Since(start)
 	if first {
 		d.m.stageHTTP.Observe(res.duration.Seconds())
@@ -93,6 +94,9 @@ func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 		d.refusals.warn(d.log, t, resp.err)
 	}
 	d.m.latencyBy.get(res.verdict.Outcome).Observe(res.duration.Seconds())
+	if span != nil {
+		res.traceparent = endSpan(span, &res)
+	}
 	if res.err != nil && d.workCtx.Err() != nil {
 		// Aborted by shutdown, not the endpoint's doing: leave the record
 		// unfinished so it is attempted again after the restart.

@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/signature"
@@ -34,6 +35,7 @@ import (
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/tlstest"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/retrytiers"
 )
 
@@ -53,6 +55,12 @@ import (
 //
 //	go test ./dispatcher -run '^$' -bench 'Dispatcher|PlainSend' -benchtime 30000x -cpuprofile cpu.out
 //	go tool pprof -top dispatcher.test cpu.out
+//
+// With tracing on in the environment (OTEL_TRACES_EXPORTER=otlp), every
+// delivery record carries a traceparent, every endpoint has
+// SendTraceparent, and the dispatcher exports its spans over OTLP/HTTP to
+// a collector in the peer process that reads and discards them: the cost
+// of tracing per delivery is the difference with a run without it.
 //
 // Reported per delivery: cpu_us/delivery (user+system CPU of this process),
 // allocs/op and B/op, conns/delivery (new connections the receivers
@@ -88,6 +96,8 @@ var schemes = []scheme{{name: "http"}, {name: "https-h2", proto: "h2"}, {name: "
 
 // peerInfo is what the peer process reports on its stdout.
 type peerInfo struct {
+	// OTLP is the peer's discarding OTLP/HTTP collector, when tracing is on.
+	OTLP      string      `json:"otlp,omitempty"`
 	Kafka     []string    `json:"kafka"`
 	Control   string      `json:"control"`
 	Endpoints []peerEndpt `json:"endpoints"`
@@ -300,9 +310,11 @@ func BenchmarkDispatcher(b *testing.B) {
 func startBenchDispatcher(b *testing.B, p *peer, sc *scheme) *kafkaRequests {
 	eps := &endpointMap{m: map[string]dispatcher.Target{}}
 	for i, e := range p.info.Endpoints {
-		eps.set(dispatcher.Target{ID: e.ID, URL: e.URL, Secrets: []string{e.Secret}, Account: fmt.Sprintf("acct_%06d", i)})
+		eps.set(dispatcher.Target{ID: e.ID, URL: e.URL, Secrets: []string{e.Secret}, Account: fmt.Sprintf("acct_%06d", i),
+			SendTraceparent: true})
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tracer := benchTracer(b, p, logger)
 	kcfg := kafkaconn.Config{Brokers: p.info.Kafka}
 	reqs := &kafkaRequests{}
 	cfg := dispatcher.Config{Topics: benchTopics(), AllowPrivateNetworks: true}
@@ -310,7 +322,7 @@ func startBenchDispatcher(b *testing.B, p *peer, sc *scheme) *kafkaRequests {
 		cfg.EndpointCAFile = sc.ca.File
 	}
 	d, err := dispatcher.New(cfg,
-		dispatcher.Deps{Endpoints: eps, Logger: logger, KafkaOpts: kafkaconn.Opts(kcfg, logger, reqs)})
+		dispatcher.Deps{Endpoints: eps, Logger: logger, KafkaOpts: kafkaconn.Opts(kcfg, logger, reqs), Tracer: tracer})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -324,6 +336,21 @@ func startBenchDispatcher(b *testing.B, p *peer, sc *scheme) *kafkaRequests {
 		}
 	})
 	return reqs
+}
+
+// benchTracer is the dispatcher's tracer as hookd sets it up from the
+// environment, exporting to the peer's collector: nil with tracing off.
+func benchTracer(b *testing.B, p *peer, logger *slog.Logger) trace.Tracer {
+	if p.info.OTLP == "" {
+		return nil
+	}
+	b.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", p.info.OTLP+"/v1/traces")
+	prov, err := tracing.Setup(context.Background(), logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+	return prov.Tracer("hookd/dispatch")
 }
 
 // BenchmarkDispatcherStream is BenchmarkDispatcher with the records
@@ -500,19 +527,39 @@ func listenPeer(srv *http.Server) ([]string, error) {
 		}
 		base = "https://"
 	}
+	// Decided once: srv.Serve may set srv.TLSConfig itself (its HTTP/2
+	// set-up), and a receiver started after the first one read it as https
+	// (one receiver in four served TLS to plain-http requests).
+	tlsConfig := srv.TLSConfig
 	var urls []string
 	for range benchReceivers {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		if srv.TLSConfig != nil {
-			ln = tls.NewListener(ln, srv.TLSConfig)
+		if tlsConfig != nil {
+			ln = tls.NewListener(ln, tlsConfig)
 		}
 		go func() { _ = srv.Serve(ln) }()
 		urls = append(urls, base+ln.Addr().String())
 	}
 	return urls, nil
+}
+
+// discardOTLP serves an OTLP/HTTP collector on 127.0.0.1 that reads every
+// export and answers success, and returns its URL.
+func discardOTLP() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/x-protobuf")
+		}))
+	}()
+	return "http://" + ln.Addr().String(), nil
 }
 
 func runPeer() error {
@@ -543,6 +590,15 @@ func runPeer() error {
 		return err
 	}
 	info := peerInfo{Kafka: c.ListenAddrs()}
+	traced, err := tracing.Enabled(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if traced {
+		if info.OTLP, err = discardOTLP(); err != nil {
+			return err
+		}
+	}
 	for i := range benchEndpoints {
 		e := peerEndpt{ID: fmt.Sprintf("ep_%06d", i), URL: urls[i%len(urls)] + fmt.Sprintf("/e/ep_%06d", i), Secret: endpoint.NewSecret()}
 		wh, err := standardwebhooks.NewWebhook(e.Secret)
@@ -567,6 +623,9 @@ func runPeer() error {
 		id := fmt.Sprintf("evt_%d", i)
 		dl := delivery.Delivery{ID: delivery.ID(id, e.ID), EventID: id, EventType: "invoice.paid", EndpointID: e.ID,
 			Account: fmt.Sprintf("acct_%06d", i%len(info.Endpoints)), EventCreated: time.Now(), Attempt: 1, Body: benchBody(id)}
+		if traced { // the router's fan-out span, as it would be with tracing on
+			dl.Traceparent = fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
+		}
 		return dl.Record(names.Deliveries)
 	}
 	mux.HandleFunc("POST /produce", func(w http.ResponseWriter, req *http.Request) {

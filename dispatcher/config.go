@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/dispatcher/ssrf"
 	"github.com/hookd/hookd/internal/clock"
@@ -341,4 +342,10 @@ type Deps struct {
 	// client's state (a kprom metrics hook given to KafkaOpts: a second
 	// client sharing it races with the first). Defaults to KafkaOpts.
 	PlainKafkaOpts []kgo.Opt
+	// Tracer, when tracing is on, gets an HTTP client span per request, a
+	// child of the delivery record's traceparent (the router's fan-out
+	// span); its context goes in the attempt record's traceparent header
+	// and, for an endpoint with SendTraceparent, in the request's. Nil or
+	// a no-op tracer: no span, no header.
+	Tracer trace.Tracer
 }

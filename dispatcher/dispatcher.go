@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/dispatcher/internal/sched"
 	"github.com/hookd/hookd/internal/clock"
 	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/retrytiers"
 )
 
@@ -33,6 +35,8 @@ type Dispatcher struct {
 	breakers  *breakers
 	kopts     []kgo.Opt
 	plainOpts []kgo.Opt // Deps.PlainKafkaOpts
+	// tracer is nil when tracing is off (trace.go).
+	tracer trace.Tracer
 
 	// newClient is kgo.NewClient; a test widens the start-up window with it.
 	newClient func(...kgo.Opt) (*kgo.Client, error)
@@ -118,6 +122,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		kopts:     deps.KafkaOpts,
 		plainOpts: deps.PlainKafkaOpts,
 		refusals:  refusals{last: map[string]time.Time{}},
+		tracer:    tracing.Active(deps.Tracer),
 		jobs:      make(chan *sched.Item, cfg.Concurrency),
 		events:    make(chan event, eventBuffer),
 		calls:     make(chan func()),

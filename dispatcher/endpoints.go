@@ -34,6 +34,9 @@ type Target struct {
 	// key, presented when the receiver asks for one (mutual TLS); empty
 	// when none. Connections are pooled per certificate.
 	ClientCert, ClientKey string
+	// SendTraceparent sends the W3C traceparent header of the attempt's
+	// span with every request, when tracing is on.
+	SendTraceparent bool
 }
 
 // Endpoints resolves endpoint ids, typically from an in-memory index kept

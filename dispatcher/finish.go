@@ -30,6 +30,7 @@ type result struct {
 
 	destination string // the endpoint URL the request went to (attempted only)
 	attemptID   string // its intent's (attempted only); else a new one
+	traceparent string // the attempt span's, when tracing is on (trace.go)
 
 	skip      string // ClassDisabled, ClassDeleted or ClassAccountMismatch: no request
 	deferred  string // ClassBacklogFull or ClassFairShare: no request
@@ -172,6 +173,9 @@ func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
 		return true
 	}
 	kr.Partition = r.rec.Partition // next to its intent, where a resume reads
+	if res.traceparent != "" { // the attempt-log writer's span continues the attempt's
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: delivery.HeaderTraceparent, Value: []byte(res.traceparent)})
+	}
 	d.produceAttempt(d.workCtx, it, kr, key)
 	return true
 }

@@ -131,6 +131,9 @@ func (s *sender) post(ctx context.Context, t Target, d *delivery.Delivery, timeo
 	h := make(http.Header, 5+len(p.headers)) // one allocation, custom headers included
 	h["Webhook-Id"], h["Webhook-Timestamp"], h["Webhook-Signature"] = v[0:1:1], v[1:2:2], v[2:3:3]
 	h["Content-Type"], h["User-Agent"] = contentTypeJSON, s.userAgent
+	if t.SendTraceparent {
+		setTraceparent(ctx, h) // trace.go
+	}
 	for _, c := range p.headers {
 		if _, set := h[c.name]; !set { // never over hookd's own
 			h[c.name] = c.value

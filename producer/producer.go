@@ -51,6 +51,11 @@ type Event struct {
 	// Created is when the event happened; zero means now (the outbox's
 	// created_at default, or the record timestamp).
 	Created time.Time
+	// Traceparent is the W3C traceparent of the application's span
+	// ("00-<trace id>-<span id>-<flags>"), optional: when hookd's tracing
+	// is on, the event's spans continue that trace. Outbox writes it to
+	// the traceparent column, Produce to the record's traceparent header.
+	Traceparent string
 }
 
 func (e Event) envelope() (event.Envelope, []byte, error) {
@@ -102,9 +107,9 @@ func Outbox(ctx context.Context, tx pgx.Tx, e Event) (string, error) {
 		created = &e.Created
 	}
 	var id string
-	err = tx.QueryRow(ctx, `INSERT INTO webhooks.outbox (id, account, type, payload, created_at)
-		VALUES (COALESCE(NULLIF($1, ''), 'evt_' || replace(gen_random_uuid()::text, '-', '')), $2, $3, $4::jsonb, COALESCE($5, now()))
-		RETURNING id`, env.ID, env.Account, env.Type, string(env.Data), created).Scan(&id)
+	err = tx.QueryRow(ctx, `INSERT INTO webhooks.outbox (id, account, type, payload, created_at, traceparent)
+		VALUES (COALESCE(NULLIF($1, ''), 'evt_' || replace(gen_random_uuid()::text, '-', '')), $2, $3, $4::jsonb, COALESCE($5, now()), NULLIF($6, ''))
+		RETURNING id`, env.ID, env.Account, env.Type, string(env.Data), created, e.Traceparent).Scan(&id)
 	if err != nil {
 		return "", fmt.Errorf("inserting into webhooks.outbox: %w", err)
 	}
@@ -118,7 +123,11 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, e Event) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(env.Account), Value: raw}).FirstErr(); err != nil {
+	rec := &kgo.Record{Topic: topic, Key: []byte(env.Account), Value: raw}
+	if e.Traceparent != "" {
+		rec.Headers = []kgo.RecordHeader{{Key: "traceparent", Value: []byte(e.Traceparent)}}
+	}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("producing event to %s: %w", topic, err)
 	}
 	return nil

@@ -22,6 +22,9 @@ type OutboxRow struct {
 	Type      string
 	Payload   []byte // JSON
 	CreatedAt time.Time
+	// Traceparent is the optional W3C traceparent the application wrote
+	// (NULL reads as "").
+	Traceparent string
 }
 
 // CheckLogicalReplication verifies that the server and the connected role
@@ -154,7 +157,7 @@ func (s *Store) OutboxSnapshot(ctx context.Context, snapshot string, fn func(Out
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SET TRANSACTION SNAPSHOT '%s'", snapshot)); err != nil {
 			return fmt.Errorf("importing snapshot %s: %s", snapshot, oneLine(err))
 		}
-		rows, err := tx.Query(ctx, `SELECT id, account, type, payload::text, created_at FROM webhooks.outbox ORDER BY created_at, id`)
+		rows, err := tx.Query(ctx, `SELECT id, account, type, payload::text, created_at, COALESCE(traceparent, '') FROM webhooks.outbox ORDER BY created_at, id`)
 		if err != nil {
 			return fmt.Errorf("reading the outbox: %s", oneLine(err))
 		}
@@ -162,7 +165,7 @@ func (s *Store) OutboxSnapshot(ctx context.Context, snapshot string, fn func(Out
 		for rows.Next() {
 			var r OutboxRow
 			var payload string
-			if err := rows.Scan(&r.ID, &r.Account, &r.Type, &payload, &r.CreatedAt); err != nil {
+			if err := rows.Scan(&r.ID, &r.Account, &r.Type, &payload, &r.CreatedAt, &r.Traceparent); err != nil {
 				return fmt.Errorf("reading the outbox: %s", oneLine(err))
 			}
 			r.Payload = []byte(payload)

@@ -301,6 +301,9 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 		if changeCert {
 			x.ClientCert, x.ClientKey = cert[0], cert[1]
 		}
+		if r.PostForm.Has("trace_form") { // an unchecked box sends nothing: the marker says the form had it
+			x.SendTraceparent = r.PostFormValue("send_traceparent") == "on"
+		}
 		return nil
 	})
 	if errors.Is(err, endpoint.ErrInvalid) {

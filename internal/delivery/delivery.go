@@ -39,6 +39,11 @@ const (
 	HeaderReplayID     = "hookd-replay-id"     // set on records re-sent by a replay
 	HeaderClientErrors = "hookd-client-errors" // count of consistent 4xx answers so far
 	HeaderDeferrals    = "hookd-deferrals"     // deferrals in a row since the last attempt (no attempt spent)
+	// HeaderTraceparent and HeaderTracestate carry the W3C trace context of
+	// the router's fan-out span when tracing is on (internal/tracing); the
+	// dispatcher's attempt spans are its children.
+	HeaderTraceparent = "traceparent"
+	HeaderTracestate  = "tracestate"
 )
 
 // Delivery is one event for one endpoint.
@@ -67,6 +72,10 @@ type Delivery struct {
 	// second (retrytiers.Policy.Defer).
 	Deferrals int
 	ReplayID  string
+	// Traceparent and Tracestate are the W3C trace context the attempts
+	// continue; empty when tracing was off at fan-out.
+	Traceparent string
+	Tracestate  string
 	// Body is the exact JSON the endpoint receives.
 	Body []byte
 }
@@ -256,13 +265,15 @@ func (d *Delivery) Record(topic string) *kgo.Record {
 		w.int(HeaderDeferrals, d.Deferrals)
 	}
 	w.str(HeaderReplayID, d.ReplayID)
+	w.str(HeaderTraceparent, d.Traceparent)
+	w.str(HeaderTracestate, d.Tracestate)
 	return w.r
 }
 
 // headerCount returns the number of headers Record writes and an upper
 // bound of their values' total size.
 func (d *Delivery) headerCount() (n, size int) {
-	for _, s := range [...]string{d.ID, d.EventID, d.EventType, d.EndpointID, d.Account, d.LastError, d.ReplayID} {
+	for _, s := range [...]string{d.ID, d.EventID, d.EventType, d.EndpointID, d.Account, d.LastError, d.ReplayID, d.Traceparent, d.Tracestate} {
 		if s != "" {
 			n++
 			size += len(s)
@@ -355,7 +366,7 @@ func decoded(key string) bool {
 	switch key {
 	case HeaderDeliveryID, HeaderEventID, HeaderEventType, HeaderEndpointID, HeaderAccount,
 		HeaderEventCreated, HeaderAttempt, HeaderFirstAttempt, HeaderDueAt, HeaderLastStatus,
-		HeaderLastError, HeaderClientErrors, HeaderDeferrals, HeaderReplayID:
+		HeaderLastError, HeaderClientErrors, HeaderDeferrals, HeaderReplayID, HeaderTraceparent, HeaderTracestate:
 		return true
 	}
 	return false
@@ -421,6 +432,10 @@ func (d *Delivery) set(key, v string) error {
 		}
 	case HeaderReplayID:
 		d.ReplayID = v
+	case HeaderTraceparent:
+		d.Traceparent = v
+	case HeaderTracestate:
+		d.Tracestate = v
 	}
 	return err
 }

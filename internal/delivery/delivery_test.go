@@ -22,7 +22,7 @@ func TestRoundTrip(t *testing.T) {
 		ID: delivery.ID("evt_1", "ep_1"), EventID: "evt_1", EventType: "invoice.paid", EndpointID: "ep_1",
 		Account: "acct_1", EventCreated: created, Attempt: 3, FirstAttempt: created.Add(time.Second),
 		DueAt: created.Add(time.Minute), LastStatus: 503, LastError: "http_5xx", ClientErrors: 1, Deferrals: 2,
-		ReplayID: "rpl_1", Body: b,
+		ReplayID: "rpl_1", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "k=v", Body: b,
 	}
 	rec := in.Record("webhooks.retry.30s")
 	require.Equal(t, "ep_1", string(rec.Key))

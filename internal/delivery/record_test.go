@@ -41,6 +41,8 @@ func recordReference(d *Delivery, topic string) *kgo.Record {
 		add(HeaderDeferrals, strconv.Itoa(d.Deferrals))
 	}
 	add(HeaderReplayID, d.ReplayID)
+	add(HeaderTraceparent, d.Traceparent)
+	add(HeaderTracestate, d.Tracestate)
 	return r
 }
 
@@ -60,12 +62,13 @@ func idReference(eventID, endpointID string) string {
 // the same id.
 func FuzzRecord(f *testing.F) {
 	created := time.Date(2026, 11, 30, 1, 2, 3, 456, time.UTC).UnixNano()
-	f.Add("evt_1", "invoice.paid", "ep_1", "acct_1", created, 1, int64(0), int64(0), 0, "", 0, 0, "")
-	f.Add("evt_1", "t", "ep_1", "a", created, 3, created+1e9, created+6e10, 503, "http_5xx", 1, 2, "rpl_1")
-	f.Add("", "", "", "", int64(0), -5, int64(-1), int64(1), -1, "x", -7, -3, "r")
-	f.Add(strings.Repeat("e", 300), "t", "ep", "a", int64(-62167219200000000), 0, int64(0), int64(0), 0, "", 0, 0, "")
+	f.Add("evt_1", "invoice.paid", "ep_1", "acct_1", created, 1, int64(0), int64(0), 0, "", 0, 0, "", "")
+	f.Add("evt_1", "t", "ep_1", "a", created, 3, created+1e9, created+6e10, 503, "http_5xx", 1, 2, "rpl_1",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	f.Add("", "", "", "", int64(0), -5, int64(-1), int64(1), -1, "x", -7, -3, "r", "x")
+	f.Add(strings.Repeat("e", 300), "t", "ep", "a", int64(-62167219200000000), 0, int64(0), int64(0), 0, "", 0, 0, "", "")
 	f.Fuzz(func(t *testing.T, eventID, eventType, endpointID, account string, createdNanos int64, attempt int,
-		firstNanos, dueNanos int64, lastStatus int, lastError string, clientErrors, deferrals int, replayID string) {
+		firstNanos, dueNanos int64, lastStatus int, lastError string, clientErrors, deferrals int, replayID, traceparent string) {
 		at := func(n int64) time.Time {
 			if n == 0 {
 				return time.Time{}
@@ -75,7 +78,7 @@ func FuzzRecord(f *testing.F) {
 		d := &Delivery{ID: ID(eventID, endpointID), EventID: eventID, EventType: eventType, EndpointID: endpointID, Account: account,
 			EventCreated: at(createdNanos), Attempt: attempt, FirstAttempt: at(firstNanos), DueAt: at(dueNanos),
 			LastStatus: lastStatus, LastError: lastError, ClientErrors: clientErrors, Deferrals: deferrals, ReplayID: replayID,
-			Body: []byte(`{}`)}
+			Traceparent: traceparent, Tracestate: replayID, Body: []byte(`{}`)}
 		if want := idReference(eventID, endpointID); d.ID != want {
 			t.Fatalf("ID(%q, %q) = %s, want %s", eventID, endpointID, d.ID, want)
 		}

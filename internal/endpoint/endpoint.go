@@ -81,6 +81,9 @@ type Endpoint struct {
 	// secrets and never shown (hence no JSON name).
 	ClientCert string `json:"client_cert,omitempty"`
 	ClientKey  string `json:"-"`
+	// SendTraceparent sends the W3C traceparent header of each attempt's
+	// span with its request, when hookd's tracing is on.
+	SendTraceparent bool `json:"send_traceparent,omitempty"`
 }
 
 // Active reports whether the endpoint receives new deliveries.

@@ -153,6 +153,7 @@ func (p *publisher) publish(row store.OutboxRow, o origin, published prometheus.
 			fmt.Sprintf("envelope is %d bytes, the limit is %d", n, limit), done)
 		return nil
 	}
+	done = p.r.trace(row, rec, done)
 	p.cl.Produce(p.ctx, rec, func(rec *kgo.Record, err error) {
 		now := ackTime(err)
 		defer p.settled(now)

@@ -63,12 +63,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/drain"
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/producer/event"
 	"github.com/hookd/hookd/store"
 )
@@ -254,6 +256,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Registerer receives the relay metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
+	// Tracer, when tracing is on, gets a span per published row, a child
+	// of the row's traceparent column; its context goes in the record's
+	// traceparent header. Nil or a no-op tracer: no span, no header.
+	Tracer trace.Tracer
 }
 
 // Relay is the outbox CDC relay.
@@ -263,6 +269,7 @@ type Relay struct {
 	opts   []kgo.Opt
 	logger *slog.Logger
 	m      metrics
+	tracer trace.Tracer // nil when tracing is off
 
 	leading atomic.Bool
 	outage  outage
@@ -302,7 +309,8 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	r := &Relay{cfg: cfg, st: deps.Store, opts: deps.KafkaOpts, logger: deps.Logger.With("slot", cfg.Slot)}
+	r := &Relay{cfg: cfg, st: deps.Store, opts: deps.KafkaOpts, logger: deps.Logger.With("slot", cfg.Slot),
+		tracer: tracing.Active(deps.Tracer)}
 	r.m = metrics{
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookd_relay_leader",
 			Help: "1 while this relay holds the leader lock and streams, else 0."}),

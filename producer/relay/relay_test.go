@@ -40,6 +40,7 @@ type env struct {
 	db     *pgtest.DB
 	kafka  *kafkatest.Cluster
 	names  topics.Names
+	tcfg   topics.Config
 	slot   string
 	logger *slog.Logger
 }
@@ -57,6 +58,7 @@ func setup(t testing.TB) *env {
 		db:     pgtest.New(t),
 		kafka:  kafkatest.NewProvisioned(t, tc),
 		names:  topics.NamesFor(tc),
+		tcfg:   tc,
 		slot:   "hookd_test_" + hex.EncodeToString(b[:]),
 		logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	}

@@ -33,7 +33,7 @@ func decodeInsert(rel *pglogrepl.RelationMessage, tuple []byte, types *pgtype.Ma
 	if len(tuple) < 2 || int(binary.BigEndian.Uint16(tuple)) != len(rel.Columns) {
 		return row, errors.New("insert tuple does not match the outbox relation")
 	}
-	var id, account, typ []byte
+	var id, account, typ, tp []byte
 	seen := 0
 	rest := tuple[2:]
 	for _, c := range rel.Columns {
@@ -62,6 +62,8 @@ func decodeInsert(rel *pglogrepl.RelationMessage, tuple []byte, types *pgtype.Ma
 			seen++
 		case "payload":
 			row.Payload = data
+		case "traceparent":
+			tp = data
 		case "created_at":
 			if row.CreatedAt, err = timestamptz(data, types); err != nil {
 				return row, err
@@ -72,6 +74,9 @@ func decodeInsert(rel *pglogrepl.RelationMessage, tuple []byte, types *pgtype.Ma
 		return row, errors.New("outbox insert lacks id, account or type")
 	}
 	row.ID, row.Account, row.Type = strings3(id, account, typ)
+	if len(tp) > 0 {
+		row.Traceparent = string(tp)
+	}
 	return row, nil
 }
 

@@ -104,13 +104,15 @@ func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
 		return fmt.Errorf("beginning a transaction: %w: %w", err, errRestart)
 	}
 	res, err := l.r.handle(work, l, recs)
+	committed := false
+	defer func() { endSpans(&l.b, committed) }()
 	if err == nil {
 		err = res.produceErr
 	}
 	if err != nil {
 		return l.batchFailed(ctx, work, err)
 	}
-	committed, err := l.s.End(work, kgo.TryCommit)
+	committed, err = l.s.End(work, kgo.TryCommit)
 	switch {
 	case err != nil && kafkaconn.Permanent(err):
 		return fmt.Errorf("committing the transaction of group %s: %w", l.r.cfg.Group, err)

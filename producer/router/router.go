@@ -42,6 +42,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/delivery"
@@ -50,6 +51,7 @@ import (
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/stage"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/producer/event"
 )
 
@@ -231,6 +233,12 @@ type Deps struct {
 	Logger *slog.Logger
 	// Registerer receives the router metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
+	// Tracer, when tracing is on, gets a fan-out span per event fanned
+	// out, a child of the event record's traceparent header (the relay's
+	// publish span, or an application's); its context goes in the
+	// traceparent header of each delivery record. Nil or a no-op tracer:
+	// no span, no header.
+	Tracer trace.Tracer
 }
 
 // Router is the fan-out stage.
@@ -241,6 +249,7 @@ type Router struct {
 	m      metrics
 	stage  *prometheus.HistogramVec
 	dd     *dedupe
+	tracer trace.Tracer // nil when tracing is off
 }
 
 type metrics struct {
@@ -266,7 +275,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger}
+	r := &Router{cfg: cfg, deps: deps, logger: deps.Logger, tracer: tracing.Active(deps.Tracer)}
 	loaderOpts := deps.ChangelogKafkaOpts
 	if loaderOpts == nil {
 		loaderOpts = deps.KafkaOpts
@@ -443,6 +452,9 @@ type batch struct {
 	// routed are the timestamps of the events fanned out, observed as
 	// stage.Route once their transaction commits.
 	routed []time.Time
+	// spans are the fan-out spans of the batch (tracing on), ended once
+	// its transaction committed or failed.
+	spans []trace.Span
 }
 
 // handled is what a batch did, counted once its transaction commits.
@@ -517,10 +529,11 @@ func (r *Router) handle(ctx context.Context, l *loop, recs []*kgo.Record) (handl
 		}
 		res.fanned++
 		b.routed = append(b.routed, rec.Timestamp)
+		tp, ts := r.trace(ctx, b, rec, env)
 		for _, ep := range b.matches {
 			d := delivery.Delivery{
 				ID: delivery.ID(env.ID, ep.ID), EventID: env.ID, EventType: env.Type, EndpointID: ep.ID,
-				Account: env.Account, EventCreated: env.Created, Attempt: 1, Body: body,
+				Account: env.Account, EventCreated: env.Created, Attempt: 1, Body: body, Traceparent: tp, Tracestate: ts,
 			}
 			b.out = append(b.out, d.Record(r.cfg.Topics.Deliveries))
 			res.deliveries++

@@ -45,9 +45,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/internal/attempt"
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/store"
 	"github.com/hookd/hookd/store/maintenance"
 )
@@ -222,6 +224,10 @@ type Deps struct {
 	KafkaOpts []kgo.Opt
 	// Clock is the time source. Defaults to clock.System{}.
 	Clock clock.Clock
+	// Tracer, when tracing is on, gets a span per attempt record that
+	// carries a traceparent header (the dispatcher's attempt span, its
+	// parent), covering the batch's write. Nil or a no-op tracer: none.
+	Tracer trace.Tracer
 }
 
 // Writer is the attempt-log writer role.
@@ -236,6 +242,8 @@ type Writer struct {
 	skipped map[string]bool
 	// hold are the delivery records waiting for their attempt.
 	hold holdings
+	// tracer is nil when tracing is off (trace.go).
+	tracer trace.Tracer
 }
 
 // New checks cfg and registers the writer's metrics.
@@ -258,7 +266,7 @@ func New(cfg Config, deps Deps) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{cfg: cfg, deps: deps, m: m, health: hm}
+	w := &Writer{cfg: cfg, deps: deps, m: m, health: hm, tracer: tracing.Active(deps.Tracer)}
 	w.backoff = func(prev time.Duration) time.Duration {
 		if prev == 0 {
 			return cfg.RetryMin
@@ -464,7 +472,9 @@ func (w *Writer) handle(ctx context.Context, cl *kgo.Client, kh *kafkaHealth, an
 	w.skipped = map[string]bool{}
 	// One transaction for both: a delivery whose pending record and first
 	// attempt are in this batch gets one row, inserted in its final state.
+	spans := w.startSpans(ctx, recs, len(decoded), len(rows))
 	res, err := w.write(wctx, decoded, rows, oldest)
+	endSpans(spans, err)
 	if err != nil {
 		return err
 	}

@@ -93,6 +93,9 @@ func printEndpoint(g *Globals, v endpointView) error {
 	if info, ok := v.ClientCertInfo(); ok {
 		rows = append(rows, [2]string{"client cert", info.Subject + ", expires " + info.NotAfter.UTC().Format(time.RFC3339)})
 	}
+	if v.SendTraceparent {
+		rows = append(rows, [2]string{"traceparent", "sent (when tracing is on)"})
+	}
 	rows = append(rows, [2]string{"created", v.CreatedAt.UTC().Format(time.RFC3339)}, [2]string{"updated", v.UpdatedAt.UTC().Format(time.RFC3339)})
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
@@ -251,6 +254,8 @@ type EndpointsAddCmd struct {
 	EndpointFilter
 	EndpointClientCert
 	PrivateNetworks
+
+	SendTraceparent bool `name:"send-traceparent" help:"Send each request's traceparent header (W3C trace context of its attempt's span) when hookd's tracing is on."`
 }
 
 // Run implements `hookctl endpoints add`.
@@ -285,6 +290,7 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 	if err := c.EndpointClientCert.set(&e); err != nil {
 		return err
 	}
+	e.SendTraceparent = c.SendTraceparent
 	if err := e.Validate(); err != nil {
 		return Usage(err)
 	}
@@ -400,6 +406,8 @@ type EndpointsUpdateCmd struct {
 	EndpointClientCert
 	ClearClientCert bool `name:"clear-client-cert" help:"Stop presenting a client certificate (before any --client-cert is set)."`
 	PrivateNetworks
+
+	SendTraceparent *bool `name:"send-traceparent" negatable:"" help:"Send (or, with --no-send-traceparent, stop sending) each request's traceparent header when hookd's tracing is on."`
 }
 
 // Run implements `hookctl endpoints update`.
@@ -437,6 +445,9 @@ func (c *EndpointsUpdateCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		if err := c.EndpointClientCert.set(e); err != nil {
 			return err
+		}
+		if c.SendTraceparent != nil {
+			e.SendTraceparent = *c.SendTraceparent
 		}
 		return c.changeHeaders(e)
 	})

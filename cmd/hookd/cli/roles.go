@@ -199,7 +199,8 @@ func (s *roleSet) relayRole() daemon.RoleFactory {
 		r, err := relay.New(relay.Config{
 			Slot: s.relay.RelaySlot, Publication: s.relay.RelayPublication, EventsTopic: env.Names.Events,
 			DLQTopic: env.Names.DLQ, MaxEnvelopeBytes: s.envelope.MaxEnvelopeBytes, StallTimeout: s.relay.RelayStallTimeout,
-		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOptsFor("relay"), Logger: env.Logger.With("role", "relay"), Registerer: env.Registry})
+		}, relay.Deps{Store: env.Store, KafkaOpts: env.KafkaOptsFor("relay"), Logger: env.Logger.With("role", "relay"), Registerer: env.Registry,
+			Tracer: env.Tracer("hookd/relay")})
 		if err != nil {
 			return nil, fmt.Errorf("relay: %w", err)
 		}
@@ -215,7 +216,7 @@ func (s *roleSet) routerRole() daemon.RoleFactory {
 		}
 		deps := router.Deps{
 			Endpoints: x, KafkaOpts: env.KafkaOptsFor("router"), ChangelogKafkaOpts: env.KafkaOpts,
-			Logger: env.Logger.With("role", "router"), Registerer: env.Registry,
+			Logger: env.Logger.With("role", "router"), Registerer: env.Registry, Tracer: env.Tracer("hookd/router"),
 		}
 		var catalog *eventtype.Catalog
 		if s.router.ValidateEventSchemas {
@@ -260,6 +261,7 @@ func (a dispatchEndpoints) Endpoint(id string) (dispatcher.Target, bool) {
 		ID: ep.ID, Account: ep.Account, URL: ep.URL, Secrets: ep.Secrets, Disabled: !ep.Active(),
 		MaxInFlight: ep.MaxInFlight, Timeout: ep.Timeout, RatePerSec: ep.RatePerSec, Headers: ep.Headers,
 		ClientCert: ep.ClientCert, ClientKey: ep.ClientKey,
+		SendTraceparent: ep.SendTraceparent,
 	}, true
 }
 
@@ -272,6 +274,7 @@ func (s *roleSet) dispatchRole() daemon.RoleFactory {
 		d, err := dispatcher.New(s.dispatch.dispatcherConfig(env.Topics), dispatcher.Deps{
 			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("dispatch"),
 			PlainKafkaOpts: env.KafkaOpts,
+			Tracer: env.Tracer("hookd/dispatch"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)
@@ -296,7 +299,8 @@ func (s *roleSet) attemptLogRoles() []daemon.RoleFactory {
 			w, err := attemptlog.New(attemptlog.Config{
 				Topic: env.Names.Attempts, DeliveriesTopic: env.Names.Deliveries, OpsTopic: env.Names.Ops, DisableAfter: s.attemptLog.DisableAfter,
 				EventsTopic: env.Names.Events, PortalBaseURL: s.daemon.PortalBaseURL,
-			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("attempt-log")})
+			}, attemptlog.Deps{Store: env.Store, Logger: env.Logger.With("role", "attempt-log"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("attempt-log"),
+				Tracer: env.Tracer("hookd/attempt-log")})
 			if err != nil {
 				return nil, fmt.Errorf("attempt log: %w", err)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookd/hookd/api"
@@ -31,6 +32,7 @@ import (
 	"github.com/hookd/hookd/internal/embedded"
 	"github.com/hookd/hookd/internal/kafkaconn"
 	"github.com/hookd/hookd/internal/topics"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/internal/version"
 	"github.com/hookd/hookd/store"
 )
@@ -58,7 +60,14 @@ type Env struct {
 	KafkaOpts []kgo.Opt
 	Topics    topics.Config
 	Names     topics.Names
+	// Tracing is the process's tracer provider, from the OTEL_* environment
+	// (off unless it asks for traces); roles use Tracer.
+	Tracing *tracing.Provider
 }
+
+// Tracer returns the named tracer of the process: a no-op one when tracing
+// is off.
+func (e *Env) Tracer(name string) trace.Tracer { return e.Tracing.Tracer(name) }
 
 // KafkaOptsFor returns the shared client options plus the client metrics
 // of one named client (label client=<name>). Give every client its own name.
@@ -248,7 +257,7 @@ func (p *process) start(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.env = &Env{Logger: p.logger, Registry: reg, Topics: p.cfg.Topics, Names: topics.NamesFor(p.cfg.Topics)}
-	for _, step := range []func(context.Context) error{p.startHTTP, p.startBroker, p.openStore, p.connectKafka} {
+	for _, step := range []func(context.Context) error{p.startTracing, p.startHTTP, p.startBroker, p.openStore, p.connectKafka} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -262,6 +271,28 @@ func (p *process) start(ctx context.Context) error {
 	p.onClose(p.portal.Wait)
 	return nil
 }
+
+// startTracing sets up the tracer provider the OTEL_* environment asks
+// for. Closed last, after the roles drained: the spans of their last
+// records are flushed, for up to tracingFlush.
+func (p *process) startTracing(ctx context.Context) error {
+	prov, err := tracing.Setup(ctx, p.logger)
+	if err != nil {
+		return err
+	}
+	p.env.Tracing = prov
+	p.onClose(func() {
+		fctx, cancel := context.WithTimeout(context.Background(), tracingFlush)
+		defer cancel()
+		if err := prov.Shutdown(fctx); err != nil {
+			p.logger.Warn("tracing: spans not flushed at shutdown", "error", err.Error())
+		}
+	})
+	return nil
+}
+
+// tracingFlush bounds the export of the spans buffered at shutdown.
+const tracingFlush = 5 * time.Second
 
 func (p *process) startHTTP(context.Context) error {
 	apiCfg := p.cfg.API
