@@ -78,7 +78,7 @@ func (d *Dispatcher) handle(ev event) {
 		return
 	}
 	if ev.finished {
-		d.apply(d.core.Finished(ev.it, ev.ok))
+		d.apply(d.core.Finished(d.clock.Now(), ev.it, ev.ok))
 		return
 	}
 	d.m.inFlight.Dec()
