@@ -81,6 +81,10 @@ type Endpoint struct {
 	// secrets and never shown (hence no JSON name).
 	ClientCert string `json:"client_cert,omitempty"`
 	ClientKey  string `json:"-"`
+
+	// Ordering is OrderingFIFO for deliveries one at a time, in order;
+	// "" or OrderingNone (the default) otherwise.
+	Ordering Ordering `json:"ordering,omitempty"`
 }
 
 // Active reports whether the endpoint receives new deliveries.
@@ -436,6 +440,9 @@ func (e *Endpoint) Validate() error {
 	// Expiry is judged when the certificate is given (the API, hookctl),
 	// not here: an endpoint whose certificate expired stays editable.
 	if _, err := ParseClientCert(e.ClientCert, e.ClientKey, time.Time{}); err != nil {
+		return err
+	}
+	if err := ValidateOrdering(e.Ordering); err != nil {
 		return err
 	}
 	switch e.Status {
