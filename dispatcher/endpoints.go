@@ -34,6 +34,11 @@ type Target struct {
 	// key, presented when the receiver asks for one (mutual TLS); empty
 	// when none. Connections are pooled per certificate.
 	ClientCert, ClientKey string
+	// FIFO endpoints get one request at a time, in the order their
+	// records sit in their partition; a failed attempt is retried in place
+	// (not through the retry tiers) with the schedule's delays, and the
+	// later records wait (fifo.go).
+	FIFO bool
 }
 
 // Endpoints resolves endpoint ids, typically from an in-memory index kept

@@ -260,6 +260,7 @@ func (a dispatchEndpoints) Endpoint(id string) (dispatcher.Target, bool) {
 		ID: ep.ID, Account: ep.Account, URL: ep.URL, Secrets: ep.Secrets, Disabled: !ep.Active(),
 		MaxInFlight: ep.MaxInFlight, Timeout: ep.Timeout, RatePerSec: ep.RatePerSec, Headers: ep.Headers,
 		ClientCert: ep.ClientCert, ClientKey: ep.ClientKey,
+		FIFO: ep.FIFO(),
 	}, true
 }
 
