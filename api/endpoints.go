@@ -44,6 +44,8 @@ type endpointOut struct {
 	DisabledReason      string     `json:"disabled_reason,omitempty"`
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
+	// Ordering is none or fifo, always shown.
+	Ordering string `json:"ordering"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
@@ -51,6 +53,7 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 		Status: string(e.Status), MaxInFlight: e.MaxInFlight, TimeoutMS: e.Timeout.Milliseconds(), RatePerSec: e.RatePerSec,
 		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers,
 		Filter: e.Filter}
+	out.Ordering = string(endpoint.OrderingOf(e.Ordering))
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}
@@ -92,6 +95,8 @@ type endpointIn struct {
 	// mutual TLS.
 	ClientCert string `json:"client_cert"`
 	ClientKey  string `json:"client_key"`
+	// Ordering is none (the default) or fifo.
+	Ordering string `json:"ordering"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -108,6 +113,11 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
 		RatePerSec: in.RatePerSec, Headers: in.Headers, Filter: endpoint.NormalizeFilter(in.Filter),
 		ClientCert: in.ClientCert, ClientKey: in.ClientKey}
+	e.Ordering = endpoint.Ordering(in.Ordering)
+	if err := endpoint.ValidateOrdering(e.Ordering); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
 	if _, err := endpoint.ParseClientCert(e.ClientCert, e.ClientKey, time.Now()); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 		return
@@ -282,6 +292,8 @@ type endpointPatch struct {
 	// together; both "" remove it.
 	ClientCert *string `json:"client_cert"`
 	ClientKey  *string `json:"client_key"`
+	// Ordering replaces the ordering: none or fifo.
+	Ordering *string `json:"ordering"`
 }
 
 func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -348,6 +360,15 @@ func (s *V1) patchProblem(p *endpointPatch) string {
 	if _, err := endpoint.ParseFilter(p.Filter); err != nil {
 		return err.Error()
 	}
+	if p.Ordering != nil {
+		o := endpoint.Ordering(*p.Ordering)
+		if o == "" {
+			o = "(empty)" // "" is the default only when absent
+		}
+		if err := endpoint.ValidateOrdering(o); err != nil {
+			return err.Error()
+		}
+	}
 	if p.ClientCert != nil || p.ClientKey != nil {
 		if p.ClientCert == nil || p.ClientKey == nil {
 			return `client_cert, client_key: give both (or both "" to remove the certificate)`
@@ -387,6 +408,9 @@ func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
 	}
 	if p.ClientCert != nil && p.ClientKey != nil {
 		e.ClientCert, e.ClientKey = *p.ClientCert, *p.ClientKey
+	}
+	if p.Ordering != nil {
+		e.Ordering = endpoint.Ordering(*p.Ordering)
 	}
 	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
 		e.Status = endpoint.Status(*p.Status)
