@@ -47,6 +47,8 @@ type endpointOut struct {
 
 	// SendTraceparent: each request carries its attempt span's traceparent.
 	SendTraceparent bool `json:"send_traceparent"`
+	// Ordering is none or fifo, always shown.
+	Ordering string `json:"ordering"`
 }
 
 func endpointView(e endpoint.Endpoint) endpointOut {
@@ -54,6 +56,7 @@ func endpointView(e endpoint.Endpoint) endpointOut {
 		Status: string(e.Status), MaxInFlight: e.MaxInFlight, TimeoutMS: e.Timeout.Milliseconds(), RatePerSec: e.RatePerSec,
 		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Headers: e.Headers,
 		Filter: e.Filter, SendTraceparent: e.SendTraceparent}
+	out.Ordering = string(endpoint.OrderingOf(e.Ordering))
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}
@@ -97,6 +100,8 @@ type endpointIn struct {
 	ClientKey  string `json:"client_key"`
 
 	SendTraceparent bool `json:"send_traceparent"`
+	// Ordering is none (the default) or fifo.
+	Ordering string `json:"ordering"`
 }
 
 func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -113,6 +118,11 @@ func (s *V1) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 		Status: endpoint.StatusActive, MaxInFlight: in.MaxInFlight, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond,
 		RatePerSec: in.RatePerSec, Headers: in.Headers, Filter: endpoint.NormalizeFilter(in.Filter),
 		ClientCert: in.ClientCert, ClientKey: in.ClientKey, SendTraceparent: in.SendTraceparent}
+	e.Ordering = endpoint.Ordering(in.Ordering)
+	if err := endpoint.ValidateOrdering(e.Ordering); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
 	if _, err := endpoint.ParseClientCert(e.ClientCert, e.ClientKey, time.Now()); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 		return
@@ -289,6 +299,8 @@ type endpointPatch struct {
 	ClientKey  *string `json:"client_key"`
 
 	SendTraceparent *bool `json:"send_traceparent"`
+	// Ordering replaces the ordering: none or fifo.
+	Ordering *string `json:"ordering"`
 }
 
 func (s *V1) updateEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
@@ -355,6 +367,15 @@ func (s *V1) patchProblem(p *endpointPatch) string {
 	if _, err := endpoint.ParseFilter(p.Filter); err != nil {
 		return err.Error()
 	}
+	if p.Ordering != nil {
+		o := endpoint.Ordering(*p.Ordering)
+		if o == "" {
+			o = "(empty)" // "" is the default only when absent
+		}
+		if err := endpoint.ValidateOrdering(o); err != nil {
+			return err.Error()
+		}
+	}
 	if p.ClientCert != nil || p.ClientKey != nil {
 		if p.ClientCert == nil || p.ClientKey == nil {
 			return `client_cert, client_key: give both (or both "" to remove the certificate)`
@@ -397,6 +418,9 @@ func (p *endpointPatch) apply(e *endpoint.Endpoint, c caller) {
 	}
 	if p.SendTraceparent != nil {
 		e.SendTraceparent = *p.SendTraceparent
+	}
+	if p.Ordering != nil {
+		e.Ordering = endpoint.Ordering(*p.Ordering)
 	}
 	if p.Status != nil && endpoint.Status(*p.Status) != e.Status {
 		e.Status = endpoint.Status(*p.Status)

@@ -77,6 +77,18 @@
 // holding PartitionMaxHeld records pauses fetching until it is under half
 // (backpressure).
 //
+// # Ordered endpoints
+//
+// An endpoint with ordering fifo (Target.FIFO) gets one request at a time,
+// in its partition's order (fifo.go; the core's rules in internal/sched's
+// fifo.go): a failed attempt is not produced to a retry tier but held by
+// the core, not running, and started again at its schedule's due time
+// before the endpoint's later records; one out of attempts is
+// dead-lettered, acknowledged, before the next starts. Its attempt
+// records carry RetryInPlaceHeader, so a resume does not skip it as
+// answered: the watermark has not passed it, and the next owner starts
+// from it (its schedule over).
+//
 // # The account check
 //
 // A record is sent only to an endpoint of its own account: a record whose

@@ -37,6 +37,11 @@ type Target struct {
 	// SendTraceparent sends the W3C traceparent header of the attempt's
 	// span with every request, when tracing is on.
 	SendTraceparent bool
+	// FIFO endpoints get one request at a time, in the order their
+	// records sit in their partition; a failed attempt is retried in place
+	// (not through the retry tiers) with the schedule's delays, and the
+	// later records wait (fifo.go).
+	FIFO bool
 }
 
 // Endpoints resolves endpoint ids, typically from an in-memory index kept

@@ -149,6 +149,9 @@ func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
 	rec := attemptRecord(r, res, p)
 	switch p.action {
 	case attempt.NextRetry:
+		if it.FIFO() {
+			return d.retryInPlace(it, r, rec, p) // fifo.go
+		}
 		next := p.next.Record(d.names.Retry[p.tier])
 		next.Partition = r.rec.Partition
 		if _, err := d.produce(d.workCtx, next); err != nil {
@@ -173,8 +176,12 @@ func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
 		return true
 	}
 	kr.Partition = r.rec.Partition // next to its intent, where a resume reads
-	if res.traceparent != "" { // the attempt-log writer's span continues the attempt's
+	// The attempt-log writer's span continues the attempt's.
+	if res.traceparent != "" {
 		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: delivery.HeaderTraceparent, Value: []byte(res.traceparent)})
+	}
+	if p.action == attempt.NextDone && it.FIFO() {
+		d.events <- event{it: it, release: true} // its endpoint's next record may go (fifo.go)
 	}
 	d.produceAttempt(d.workCtx, it, kr, key)
 	return true

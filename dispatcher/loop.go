@@ -24,6 +24,10 @@ type event struct {
 	sent     bool // the request went on the wire (its intent acknowledged)
 	finished bool // false: the request ended (ok: it got an answer)
 	ok       bool // finished: done (false: abandoned, read again later)
+	// A FIFO endpoint's record (fifo.go): release, delivered (its
+	// endpoint may go on); retry, failed, to attempt again at due.
+	release, retry bool
+	due            time.Time
 }
 
 // eventBuffer lets the goroutines of requests and produces hand over an
@@ -77,8 +81,16 @@ func (d *Dispatcher) handle(ev event) {
 		d.core.Sent(d.clock.Now(), ev.it)
 		return
 	}
+	switch {
+	case ev.retry:
+		d.apply(d.core.Retry(d.clock.Now(), ev.it, ev.due))
+		return
+	case ev.release:
+		d.apply(d.core.Release(d.clock.Now(), ev.it))
+		return
+	}
 	if ev.finished {
-		d.apply(d.core.Finished(ev.it, ev.ok))
+		d.apply(d.core.Finished(d.clock.Now(), ev.it, ev.ok))
 		return
 	}
 	d.m.inFlight.Dec()
@@ -209,6 +221,7 @@ func lookup(eps Endpoints) sched.Lookup {
 	return func(id string) (sched.Endpoint, bool) {
 		t, ok := eps.Endpoint(id)
 		return sched.Endpoint{ID: t.ID, Account: t.Account, Disabled: t.Disabled,
-			MaxInFlight: t.MaxInFlight, RatePerSec: t.RatePerSec}, ok
+			MaxInFlight: t.MaxInFlight, RatePerSec: t.RatePerSec,
+			FIFO: t.FIFO}, ok
 	}
 }

@@ -327,6 +327,9 @@ func (s *readBackState) add(kr *kgo.Record) {
 	if r.Outcome == attempt.OutcomeUnknown {
 		return // a request whose answer nobody saw: it is sent again
 	}
+	if isRetryInPlace(kr) {
+		return // a FIFO record's failed attempt: still to deliver (fifo.go)
+	}
 	if s.answered[src] == nil {
 		s.answered[src] = map[int64]bool{}
 	}

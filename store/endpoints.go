@@ -23,7 +23,8 @@ const EndpointChannel = "hookd_endpoints"
 var _ endpoint.Source = (*Store)(nil)
 
 const endpointColumns = `id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms,
-	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers, filter, client_cert, client_key, send_traceparent`
+	rate_per_sec, failing_since, disabled_reason, disabled_at, created_at, updated_at, headers, filter, client_cert, client_key, send_traceparent,
+	ordering`
 
 // scanEndpoint reads one endpoint row and opens its signing secrets.
 func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
@@ -35,14 +36,19 @@ func (s *Store) scanEndpoint(row pgx.Row) (endpoint.Endpoint, error) {
 		failingSince, disableAt *time.Time
 		disabledReason          *string
 		clientCert, clientKey   *string
+		ordering                string
 	)
 	err := row.Scan(&e.ID, &e.Account, &e.URL, &e.Description, &e.Secrets, &e.EventTypes, &status,
 		&maxInFlight, &timeoutMS, &rate, &failingSince, &disabledReason, &disableAt, &e.CreatedAt, &e.UpdatedAt, &e.Headers, &e.Filter,
-		&clientCert, &clientKey, &e.SendTraceparent)
+		&clientCert, &clientKey, &e.SendTraceparent,
+		&ordering)
 	if err != nil {
 		return e, translate(err)
 	}
 	e.Status = endpoint.Status(status)
+	if ordering != string(endpoint.OrderingNone) {
+		e.Ordering = endpoint.Ordering(ordering) // the default stays "", as before the column
+	}
 	if maxInFlight != nil {
 		e.MaxInFlight = int(*maxInFlight)
 	}
@@ -137,7 +143,8 @@ func (s *Store) endpointArgs(e *endpoint.Endpoint) []any {
 	}
 	return append([]any{e.ID, e.Account, e.URL, e.Description, s.sealSecrets(e.ID, e.Secrets), types, string(e.Status),
 		nullInt(e.MaxInFlight), nullInt(int(e.Timeout / time.Millisecond)), nullFloat(e.RatePerSec),
-		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers, filterArg(e.Filter)}, append(s.clientCertArgs(e), e.SendTraceparent)...)
+		nullTime(e.FailingSince), nullString(e.DisabledReason), nullTime(e.DisabledAt), headers, filterArg(e.Filter)}, append(s.clientCertArgs(e), e.SendTraceparent,
+		string(endpoint.OrderingOf(e.Ordering)))...)
 }
 
 // CreateEndpoint inserts e after validating it. An empty status means
@@ -154,8 +161,10 @@ func (s *Store) CreateEndpoint(ctx context.Context, e endpoint.Endpoint) (endpoi
 	}
 	row := s.pool.QueryRow(ctx, `INSERT INTO webhooks.endpoints
 		(id, account, url, description, secrets, event_types, status, max_in_flight, timeout_ms, rate_per_sec,
-		 failing_since, disabled_reason, disabled_at, headers, filter, client_cert, client_key, client_cert_not_after, send_traceparent)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		 failing_since, disabled_reason, disabled_at, headers, filter, client_cert, client_key, client_cert_not_after, send_traceparent,
+		 ordering)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+		 $20)
 		RETURNING `+endpointColumns, s.endpointArgs(&e)...)
 	out, err := s.scanEndpoint(row)
 	if err != nil {
@@ -236,7 +245,8 @@ func (s *Store) ModifyEndpoint(ctx context.Context, id string, change func(*endp
 			url = $3, description = $4, secrets = $5, event_types = $6, status = $7, max_in_flight = $8,
 			timeout_ms = $9, rate_per_sec = $10, failing_since = $11, disabled_reason = $12, disabled_at = $13,
 			headers = $14, filter = $15,
-			client_cert = $16, client_key = $17, client_cert_not_after = $18, send_traceparent = $19, updated_at = now()
+			client_cert = $16, client_key = $17, client_cert_not_after = $18, send_traceparent = $19,
+			ordering = $20, updated_at = now()
 			WHERE id = $1 AND account = $2 RETURNING `+endpointColumns, args...))
 		if err != nil {
 			return fmt.Errorf("updating endpoint %s: %s", id, oneLine(err))

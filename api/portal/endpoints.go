@@ -285,6 +285,10 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 	if err != nil {
 		return err
 	}
+	ordering, hasOrdering := endpoint.Ordering(r.PostFormValue("ordering")), r.PostForm.Has("ordering")
+	if hasOrdering && (ordering == "" || endpoint.ValidateOrdering(ordering) != nil) {
+		return badInput("ordering: must be %q or %q, got %q", endpoint.OrderingNone, endpoint.OrderingFIFO, ordering)
+	}
 	if rawURL != e.URL && !h.cfg.AllowPrivateNetworks {
 		if err := ssrf.CheckURL(r.Context(), h.resolver, rawURL); err != nil {
 			return badInput("url: %v; private and internal destinations are refused", err)
@@ -303,6 +307,9 @@ func (h *Handler) endpointSettings(w http.ResponseWriter, r *http.Request, s *se
 		}
 		if r.PostForm.Has("trace_form") { // an unchecked box sends nothing: the marker says the form had it
 			x.SendTraceparent = r.PostFormValue("send_traceparent") == "on"
+		}
+		if hasOrdering {
+			x.Ordering = ordering
 		}
 		return nil
 	})

@@ -84,6 +84,10 @@ type Endpoint struct {
 	// SendTraceparent sends the W3C traceparent header of each attempt's
 	// span with its request, when hookd's tracing is on.
 	SendTraceparent bool `json:"send_traceparent,omitempty"`
+
+	// Ordering is OrderingFIFO for deliveries one at a time, in order;
+	// "" or OrderingNone (the default) otherwise.
+	Ordering Ordering `json:"ordering,omitempty"`
 }
 
 // Active reports whether the endpoint receives new deliveries.
@@ -439,6 +443,9 @@ func (e *Endpoint) Validate() error {
 	// Expiry is judged when the certificate is given (the API, hookctl),
 	// not here: an endpoint whose certificate expired stays editable.
 	if _, err := ParseClientCert(e.ClientCert, e.ClientKey, time.Time{}); err != nil {
+		return err
+	}
+	if err := ValidateOrdering(e.Ordering); err != nil {
 		return err
 	}
 	switch e.Status {

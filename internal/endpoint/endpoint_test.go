@@ -306,3 +306,17 @@ func TestAlertSubject(t *testing.T) {
 	require.Empty(t, endpoint.AlertSubject("invoice.paid", []byte(`{"endpoint_id":"ep_1"}`)))
 	require.Empty(t, endpoint.AlertSubject("hookd.endpoint.failing", []byte(`not json`)))
 }
+
+func TestValidateOrdering(t *testing.T) {
+	for _, o := range []endpoint.Ordering{"", endpoint.OrderingNone, endpoint.OrderingFIFO} {
+		if err := endpoint.ValidateOrdering(o); err != nil {
+			t.Errorf("%q: %v", o, err)
+		}
+	}
+	for _, o := range []endpoint.Ordering{"FIFO", "lifo", " fifo"} {
+		err := endpoint.ValidateOrdering(o)
+		if !errors.Is(err, endpoint.ErrInvalid) || !strings.HasPrefix(strings.TrimPrefix(err.Error(), endpoint.ErrInvalid.Error()+": "), "ordering: ") {
+			t.Errorf("%q: %v, want an invalid ordering", o, err)
+		}
+	}
+}

@@ -20,7 +20,7 @@ type EndpointsCmd struct {
 	Add          EndpointsAddCmd     `cmd:"" help:"Create an endpoint; prints its signing secret once."`
 	List         EndpointsListCmd    `cmd:"" help:"List endpoints."`
 	Show         EndpointsShowCmd    `cmd:"" help:"Show one endpoint."`
-	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description, limits, custom headers or payload filter."`
+	Update       EndpointsUpdateCmd  `cmd:"" help:"Change an endpoint's URL, event types, description, limits, custom headers, payload filter, client certificate or ordering."`
 	Disable      EndpointsDisableCmd `cmd:"" help:"Stop sending to an endpoint (its deliveries are dead-lettered as endpoint_disabled; resend them after enable)."`
 	Enable       EndpointsEnableCmd  `cmd:"" help:"Resume sending to a disabled endpoint (replay what it missed with hookctl dlq replay)."`
 	RotateSecret EndpointsRotateCmd  `cmd:"" name:"rotate-secret" help:"Start a secret rotation (new secret first, the previous one still signs) or finish it with --finish."`
@@ -89,6 +89,9 @@ func printEndpoint(g *Globals, v endpointView) error {
 	}
 	if len(v.Filter) > 0 {
 		rows = append(rows, [2]string{"filter", string(v.Filter)})
+	}
+	if v.FIFO() {
+		rows = append(rows, [2]string{"ordering", string(endpoint.OrderingFIFO) + " (one at a time, in order)"})
 	}
 	if info, ok := v.ClientCertInfo(); ok {
 		rows = append(rows, [2]string{"client cert", info.Subject + ", expires " + info.NotAfter.UTC().Format(time.RFC3339)})
@@ -212,6 +215,27 @@ func (f EndpointClientCert) set(e *endpoint.Endpoint) error {
 	return nil
 }
 
+// EndpointOrdering is the ordering flag of add and update.
+type EndpointOrdering struct {
+	Ordering *string `name:"ordering" placeholder:"fifo|none" help:"fifo: one request at a time, in commit order; a failure is retried in place and the later deliveries wait (head-of-line blocking; docs/api.md, Ordered delivery). none (the default): concurrent, retries through the retry tiers."`
+}
+
+// set checks --ordering and stores it in e; without the flag e is left.
+func (f EndpointOrdering) set(e *endpoint.Endpoint) error {
+	if f.Ordering == nil {
+		return nil
+	}
+	o := endpoint.Ordering(*f.Ordering)
+	if o == "" {
+		o = "(empty)"
+	}
+	if err := endpoint.ValidateOrdering(o); err != nil {
+		return Usage(fmt.Errorf("--ordering: %w", err))
+	}
+	e.Ordering = o
+	return nil
+}
+
 // PrivateNetworks is the SSRF switch of add and update.
 type PrivateNetworks struct {
 	AllowPrivateNetworks bool `name:"allow-private-networks" env:"HOOKD_ALLOW_PRIVATE_NETWORKS" help:"Accept a URL whose host is, or resolves to, a private, loopback, link-local, metadata or other special-purpose address (development only; hookd must run with --allow-private-networks too to send there)."`
@@ -253,6 +277,7 @@ type EndpointsAddCmd struct {
 	EndpointHeaders
 	EndpointFilter
 	EndpointClientCert
+	EndpointOrdering
 	PrivateNetworks
 
 	SendTraceparent bool `name:"send-traceparent" help:"Send each request's traceparent header (W3C trace context of its attempt's span) when hookd's tracing is on."`
@@ -285,6 +310,9 @@ func (c *EndpointsAddCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	if err := c.EndpointFilter.set(&e); err != nil {
+		return err
+	}
+	if err := c.EndpointOrdering.set(&e); err != nil {
 		return err
 	}
 	if err := c.EndpointClientCert.set(&e); err != nil {
@@ -405,6 +433,7 @@ type EndpointsUpdateCmd struct {
 	EndpointFilter
 	EndpointClientCert
 	ClearClientCert bool `name:"clear-client-cert" help:"Stop presenting a client certificate (before any --client-cert is set)."`
+	EndpointOrdering
 	PrivateNetworks
 
 	SendTraceparent *bool `name:"send-traceparent" negatable:"" help:"Send (or, with --no-send-traceparent, stop sending) each request's traceparent header when hookd's tracing is on."`
@@ -438,6 +467,9 @@ func (c *EndpointsUpdateCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		c.EndpointLimits.apply(e)
 		if err := c.EndpointFilter.set(e); err != nil {
+			return err
+		}
+		if err := c.EndpointOrdering.set(e); err != nil {
 			return err
 		}
 		if c.ClearClientCert {

@@ -262,6 +262,7 @@ func (a dispatchEndpoints) Endpoint(id string) (dispatcher.Target, bool) {
 		MaxInFlight: ep.MaxInFlight, Timeout: ep.Timeout, RatePerSec: ep.RatePerSec, Headers: ep.Headers,
 		ClientCert: ep.ClientCert, ClientKey: ep.ClientKey,
 		SendTraceparent: ep.SendTraceparent,
+		FIFO:            ep.FIFO(),
 	}, true
 }
 
@@ -274,7 +275,7 @@ func (s *roleSet) dispatchRole() daemon.RoleFactory {
 		d, err := dispatcher.New(s.dispatch.dispatcherConfig(env.Topics), dispatcher.Deps{
 			Endpoints: dispatchEndpoints{x}, Logger: env.Logger.With("role", "dispatch"), Registerer: env.Registry, KafkaOpts: env.KafkaOptsFor("dispatch"),
 			PlainKafkaOpts: env.KafkaOpts,
-			Tracer: env.Tracer("hookd/dispatch"),
+			Tracer:         env.Tracer("hookd/dispatch"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)

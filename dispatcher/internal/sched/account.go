@@ -194,7 +194,7 @@ func (c *Core) shedPartitions(now time.Time) {
 				continue // finished, started or waiting
 			}
 			ep := c.eps[it.EndpointID]
-			if ep == nil || !c.holdingShare(now, ep.acct) {
+			if ep == nil || ep.fifo || !c.holdingShare(now, ep.acct) {
 				continue
 			}
 			it.queued = false

@@ -7,7 +7,8 @@
 // Inputs: Assign, Revoke, Forget (partitions); Admit (records fetched,
 // some of them marked Answered: finished at once, without a request);
 // Sent (a started request went on the wire); RequestDone (a request
-// ended: its slots are free); Finished (a record's
+// ended: its slots are free); Retry (a FIFO record to attempt again in
+// place); Finished (a record's
 // produces were acknowledged, or it was abandoned); Tick (a deadline
 // from NextWake came); Sweep (periodic: lingering accounts, shedding of
 // accounts and endpoints that hold their slots); Stop (shutdown). Every
@@ -18,29 +19,43 @@
 // commit).
 //
 // The rules:
+//
 //   - Records queue per endpoint inside their partition; up to the
 //     endpoint's MaxInFlight requests run per endpoint and Concurrency in
 //     all, endpoints taking turns (round-robin) for free slots.
+//
 //   - An endpoint with a rate starts a request at most every 1/rate: over
 //     it, it leaves the turns until its next start time (re-reading its
 //     rate at least every RateRecheck).
+//
 //   - Fair share: while N accounts are active, an account starts a request
 //     only while it holds fewer than max(ceil(Concurrency/N), MinShare);
 //     an endpoint of an account at its share is parked until it is under.
+//
 //   - Deferral (a record to a retry tier without an attempt) happens only
 //     to an endpoint or account that holds its slots: at its limit with no
 //     request ended for HoldAfter (or, for an endpoint, waiting on its
 //     rate). A healthy burst is never deferred: its records wait, the
 //     partition fills to PartitionMaxHeld and its fetching pauses
 //     (backpressure) until it is under half.
+//
 //   - A record with a due time in the future holds its partition (paused)
 //     until then, and every record read after it waits behind it.
+//
 //   - A partition's watermark is its first unfinished record; nothing past
 //     it is ever committed.
 //
+//   - A FIFO endpoint (Endpoint.FIFO) has one record out at a time: its
+//     next record starts only once the one before is Finished. A failed
+//     attempt comes back through Retry and is started again at its due
+//     time, ahead of the endpoint's later records; its records are never
+//     deferred or shed (that would reorder them). They count in their
+//     partition's held records like any other: a FIFO endpoint whose head
+//     waits can fill its partition and pause it.
+//
 // Files: core.go (inputs and commands), partition.go (held records,
 // watermark, tier hold, pauses), endpoint.go (routing, queues, turns,
-// deferral), rate.go (the rate limit), account.go (fair share, parking,
+// deferral), fifo.go (ordered endpoints: one at a time, retries in place), rate.go (the rate limit), account.go (fair share, parking,
 // holding and shedding), timers.go (the deadlines behind NextWake).
 //
 // Internal: only the dispatcher imports it; it imports neither net/http
@@ -83,11 +98,15 @@ type Record struct {
 // Item is a record held by the core, from Admit until Finished.
 type Item struct {
 	Record
-	part     *part
-	ep       *endpoint // while its request runs
-	started  bool      // handed out (Start or Skip): no longer queued or waiting
-	queued   bool      // in its endpoint's queue
-	finished bool      // done: its offset may be passed by the watermark
+	part *part
+	ep   *endpoint // while its request runs
+	// fifo is its endpoint while it is that FIFO endpoint's head: started
+	// and not finished (its request running, or waiting to be retried in
+	// place). The endpoint starts nothing else meanwhile.
+	fifo     *endpoint
+	started  bool // handed out (Start or Skip): no longer queued or waiting
+	queued   bool // in its endpoint's queue
+	finished bool // done: its offset may be passed by the watermark
 }
 
 // Endpoint is what the core needs of an endpoint.
@@ -101,6 +120,10 @@ type Endpoint struct {
 	MaxInFlight int
 	// RatePerSec limits how often a request starts; 0: unlimited.
 	RatePerSec float64
+	// FIFO endpoints get one record at a time, in partition order: the
+	// next starts only once the one before finished, a failure is
+	// retried in place (Retry), and their records are never deferred.
+	FIFO bool
 }
 
 // Lookup resolves an endpoint id; it must do no I/O (an in-memory index).
@@ -272,8 +295,9 @@ func (c *Core) Sent(now time.Time, it *Item) {
 }
 
 // Finished ends it: done (its offset may be committed) or abandoned (it
-// stays below the watermark and is read again after a restart).
-func (c *Core) Finished(it *Item, done bool) []Command {
+// stays below the watermark and is read again after a restart). A FIFO
+// endpoint's next record may start from now on.
+func (c *Core) Finished(now time.Time, it *Item, done bool) []Command {
 	p := it.part
 	if done {
 		p.held.finish(it)
@@ -284,6 +308,7 @@ func (c *Core) Finished(it *Item, done bool) []Command {
 		p.full = false
 		c.setPaused(p)
 	}
+	c.releaseFIFO(now, it)
 	return c.flush()
 }
 
@@ -295,6 +320,8 @@ func (c *Core) Tick(now time.Time) []Command {
 			c.rateWoke(now, e.ep)
 		case e.part != nil:
 			c.dueWoke(now, e.part)
+		case e.retry != nil:
+			c.retryWoke(now, e.retry)
 		}
 	})
 	c.pump(now)
@@ -330,10 +357,12 @@ func (c *Core) Revoke(now time.Time, ps ...Partition) []Command {
 		}
 		p.revoked = true
 		c.dropWaiting(p)
+		c.dropRetries(now, p)
 		p.full = false
 		c.setPaused(p)
 	}
 	c.dropQueued(now)
+	c.pump(now) // a FIFO endpoint whose dropped head held it may start
 	return c.flush()
 }
 
@@ -361,6 +390,7 @@ func (c *Core) Stop(now time.Time) []Command {
 	c.stopping = true
 	for _, p := range c.parts {
 		c.dropWaiting(p)
+		c.dropRetries(now, p)
 	}
 	c.dropQueued(now)
 	return c.flush()

@@ -297,7 +297,7 @@ func TestWatermarkAcrossRevoke(t *testing.T) {
 		if cmds := c.RequestDone(now, it, true); len(cmds) != 0 {
 			t.Fatalf("a revoked partition's queued record started: %v", cmds)
 		}
-		c.Finished(it, true)
+		c.Finished(now, it, true)
 		if it == started[2] && wm() != 10 {
 			t.Fatalf("watermark %d past the unfinished 10", wm())
 		}

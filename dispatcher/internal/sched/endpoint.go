@@ -21,12 +21,19 @@ type endpoint struct {
 	// wake is armed while it waits for its next start time; it is not in
 	// the ready list meanwhile.
 	wake *timer
+	// fifo: one record out at a time (fifo.go). head is the record out,
+	// from its start to its finish; retryWake is armed while head waits to
+	// be retried in place.
+	fifo      bool
+	head      *Item
+	retryWake *timer
 }
 
 // idle reports whether ep holds nothing worth keeping: no work, no timer,
 // and its rate allows a start now.
 func (ep *endpoint) idle(now time.Time) bool {
 	return ep.inFlight == 0 && len(ep.queue) == 0 && ep.wake == nil &&
+		ep.head == nil && ep.retryWake == nil &&
 		rateDelay(ep.rate, ep.lastStart, now) == 0
 }
 
@@ -73,6 +80,8 @@ func (c *Core) route(now time.Time, it *Item) bool {
 // its share while others are active and p is half full.
 func (c *Core) deferral(now time.Time, p *part, ep *endpoint) string {
 	switch {
+	case ep.fifo:
+		return "" // a FIFO endpoint's records wait: a tier would reorder them
 	case len(ep.queue) >= c.cfg.EndpointBacklog && c.holding(ep, now):
 		return DeferBacklogFull
 	case c.crowding(now, p, ep.acct):
@@ -105,6 +114,14 @@ func (c *Core) endpoint(t Endpoint) *endpoint {
 	}
 	ep.max = c.maxInFlight(t)
 	ep.rate = t.RatePerSec
+	if !ep.fifo || ep.head == nil {
+		// An endpoint switched while it has a record out keeps its mode
+		// until that record finishes.
+		ep.fifo = t.FIFO
+	}
+	if ep.fifo {
+		ep.max = 1
+	}
 	return ep
 }
 
@@ -121,7 +138,8 @@ func (c *Core) maxInFlight(t Endpoint) int {
 // markReady puts ep in the ready list if it can start a request; its
 // account is then active (touch) before any share is computed again.
 func (c *Core) markReady(now time.Time, ep *endpoint) {
-	if !ep.inReady && !ep.parked && ep.wake == nil && len(ep.queue) > 0 && ep.inFlight < ep.max {
+	if !ep.inReady && !ep.parked && ep.wake == nil && ep.head == nil &&
+		len(ep.queue) > 0 && ep.inFlight < ep.max {
 		ep.inReady = true
 		c.ready = append(c.ready, ep)
 		ep.acct.ready++
@@ -151,7 +169,7 @@ func (c *Core) pump(now time.Time) {
 // start starts ep's next request if its limits allow: over its rate it
 // waits for its next start time; at its account's share it is parked.
 func (c *Core) start(now time.Time, ep *endpoint) {
-	if len(ep.queue) == 0 || ep.inFlight >= ep.max || ep.wake != nil {
+	if len(ep.queue) == 0 || ep.inFlight >= ep.max || ep.wake != nil || ep.head != nil {
 		return
 	}
 	if ep.acct.inFlight >= c.share() {
@@ -178,6 +196,9 @@ func (c *Core) start(now time.Time, ep *endpoint) {
 	ep.acct.inFlight++
 	c.slots--
 	ep.lastStart = now
+	if ep.fifo {
+		ep.head, it.fifo = it, ep
+	}
 	c.out = append(c.out, Command{Kind: Start, Item: it})
 	c.markReady(now, ep)
 }
@@ -267,7 +288,7 @@ func (c *Core) tidy(now time.Time) {
 func (c *Core) shedBacklogs(now time.Time) {
 	shed := false
 	for _, ep := range c.eps {
-		if len(ep.queue) <= c.cfg.EndpointBacklog || !c.holding(ep, now) {
+		if ep.fifo || len(ep.queue) <= c.cfg.EndpointBacklog || !c.holding(ep, now) {
 			continue
 		}
 		for _, it := range ep.queue[c.cfg.EndpointBacklog:] {

@@ -151,7 +151,7 @@ func TestFinishingARecordAllocatesNothing(t *testing.T) {
 	}
 	require.True(t, paused, "paused at PartitionMaxHeld")
 	i := 0
-	finish := func() []Command { cmds := c.Finished(its[i], true); i++; return cmds }
+	finish := func() []Command { cmds := c.Finished(time.Unix(0, 0), its[i], true); i++; return cmds }
 	for c.parts[p0].held.len() > 50 {
 		require.Empty(t, finish(), "paused down to half")
 	}

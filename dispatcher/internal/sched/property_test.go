@@ -32,6 +32,11 @@ type prop struct {
 	handedOut map[*Item]bool
 	flights   map[string]int // by endpoint
 	acctFly   map[string]int
+	// fifoOut are the FIFO endpoint's (ep4) records out: started and not
+	// yet released, retried or finished; fifoLast its last start's
+	// offset per partition in the current ownership.
+	fifoOut  map[*Item]bool
+	fifoLast map[Partition]int64
 }
 
 func newProp(t *testing.T, seed uint64) *prop {
@@ -44,12 +49,14 @@ func newProp(t *testing.T, seed uint64) *prop {
 		logs: map[Partition][]Record{}, next: map[Partition]int64{}, owned: map[Partition]bool{},
 		revoked: map[Partition]bool{}, committed: map[Partition]int64{}, paused: map[Partition]bool{},
 		done: map[Partition]map[int64]bool{}, ever: map[Partition]map[int64]bool{},
-		handedOut: map[*Item]bool{}, flights: map[string]int{}, acctFly: map[string]int{}}
+		handedOut: map[*Item]bool{}, flights: map[string]int{}, acctFly: map[string]int{},
+		fifoOut: map[*Item]bool{}, fifoLast: map[Partition]int64{}}
 	for i := range 6 {
 		e := Endpoint{ID: fmt.Sprintf("ep%d", i), Account: fmt.Sprintf("a%d", i%3), MaxInFlight: rng.IntN(4)}
 		if i == 5 {
 			e.RatePerSec = 2
 		}
+		e.FIFO = i == 4
 		p.eps[e.ID] = e
 	}
 	p.c = New(cfg, func(id string) (Endpoint, bool) { e, ok := p.eps[id]; return e, ok }, nil)
@@ -81,6 +88,7 @@ func (p *prop) assign(part Partition) {
 	p.next[part] = max(p.committed[part], 0)
 	p.done[part] = map[int64]bool{}
 	p.paused[part] = false
+	p.fifoLast[part] = -1
 }
 
 // step applies one random input.
@@ -97,6 +105,10 @@ func (p *prop) step() {
 		p.acctFly[it.Account]--
 		p.finishing = append(p.finishing, it)
 		p.apply(p.c.RequestDone(p.now, it, p.rng.IntN(4) > 0))
+		if it.FIFO() && p.rng.IntN(3) == 0 { // delivered: released before its attempt record
+			delete(p.fifoOut, it)
+			p.apply(p.c.Release(p.now, it))
+		}
 	case k < 65 && len(p.finishing) > 0:
 		p.finish(p.rng.IntN(len(p.finishing)))
 	case k < 75:
@@ -143,6 +155,13 @@ func (p *prop) finish(i int) {
 	it := p.finishing[i]
 	p.finishing[i] = p.finishing[len(p.finishing)-1]
 	p.finishing = p.finishing[:len(p.finishing)-1]
+	if it.FIFO() && p.rng.IntN(4) == 0 { // failed: retried in place
+		delete(p.fifoOut, it)
+		delete(p.handedOut, it)
+		p.apply(p.c.Retry(p.now, it, p.now.Add(time.Duration(p.rng.IntN(3000))*time.Millisecond)))
+		return
+	}
+	delete(p.fifoOut, it)
 	ok := p.rng.IntN(30) > 0 // a produce cut by shutdown abandons the record
 	if ok && (p.owned[it.Part] || p.revoked[it.Part]) {
 		if p.done[it.Part][it.Offset] {
@@ -154,7 +173,7 @@ func (p *prop) finish(i int) {
 		}
 		p.ever[it.Part][it.Offset] = true
 	}
-	p.apply(p.c.Finished(it, ok))
+	p.apply(p.c.Finished(p.now, it, ok))
 }
 
 // commit checks that no watermark passes a record not finished.
@@ -225,6 +244,7 @@ func (p *prop) apply(cmds []Command) {
 				p.t.Fatalf("started before its due time")
 			}
 			p.running = append(p.running, it)
+			p.startFIFO(it)
 			p.flights[it.EndpointID]++
 			p.acctFly[it.Account]++
 			if p.flights[it.EndpointID] > p.c.maxInFlight(p.eps[it.EndpointID]) {
@@ -240,6 +260,22 @@ func (p *prop) apply(cmds []Command) {
 			p.paused[cmd.Part] = cmd.Kind == Pause
 		}
 	}
+}
+
+// startFIFO checks a start of the FIFO endpoint: no other of its records
+// out, and none started after a later one of its partition.
+func (p *prop) startFIFO(it *Item) {
+	if it.EndpointID != "ep4" {
+		return
+	}
+	if !it.FIFO() || len(p.fifoOut) > 0 {
+		p.t.Fatalf("%s[%d] of the FIFO endpoint started with %d out (fifo %v)", it.Part, it.Offset, len(p.fifoOut), it.FIFO())
+	}
+	if it.Offset < p.fifoLast[it.Part] {
+		p.t.Fatalf("%s[%d] of the FIFO endpoint started after %d", it.Part, it.Offset, p.fifoLast[it.Part])
+	}
+	p.fifoLast[it.Part] = it.Offset
+	p.fifoOut[it] = true
 }
 
 // check verifies the invariants that hold between any two inputs.
@@ -317,7 +353,9 @@ func (p *prop) settled() bool {
 // TestCoreProperties drives the core with random interleavings of every
 // input (records read, requests ending, records finishing or abandoned,
 // time passing, sweeps, commits, revokes and reassignments, endpoint
-// updates) and checks after each: no record handed out twice or finished
+// updates, a FIFO endpoint's records released or retried in place) and
+// checks after each: the FIFO endpoint has one record out at a time,
+// started in offset order per partition; no record handed out twice or finished
 // twice in one ownership, no commit past an unfinished record, no slot
 // leaked, no endpoint over its limit, no account starting a request over
 // its share, no free slot left while an endpoint is ready. At the end,

@@ -26,17 +26,20 @@ type sim struct {
 	release chan struct{}
 	done    chan *Item
 
-	inFlight    map[*Item]bool
-	epInFlight  map[string]int
-	acctFlight  map[string]int
-	maxEp       map[string]int
-	maxAcct     map[string]int
-	starts      map[string][]time.Time // by endpoint
-	skips       map[string]int         // by reason
-	finished    map[Partition]map[int64]int
-	pausedNow   map[Partition]bool
-	pauses      int
-	onStart     func(it *Item)
+	inFlight   map[*Item]bool
+	epInFlight map[string]int
+	acctFlight map[string]int
+	maxEp      map[string]int
+	maxAcct    map[string]int
+	starts     map[string][]time.Time // by endpoint
+	skips      map[string]int         // by reason
+	finished   map[Partition]map[int64]int
+	pausedNow  map[Partition]bool
+	pauses     int
+	onStart    func(it *Item)
+	// retry, when set, is asked about every FIFO record whose request
+	// ended: ok, it is retried in place at at (Retry) instead of finished.
+	retry       func(it *Item) (at time.Time, ok bool)
 	fetchEvery  time.Duration
 	sweepEvery  time.Duration
 	pollRecords int
@@ -148,7 +151,7 @@ func (s *sim) finish(it *Item) {
 	if m[it.Offset] > 1 {
 		s.t.Fatalf("%s[%d] finished twice", it.Part, it.Offset)
 	}
-	s.apply(s.c.Finished(it, true))
+	s.apply(s.c.Finished(time.Now(), it, true))
 }
 
 // fetch admits up to pollRecords records of every unpaused partition.
@@ -192,6 +195,12 @@ func (s *sim) run(limit time.Duration, cond func() bool) {
 			s.acctFlight[it.Account]--
 			delete(s.inFlight, it)
 			s.apply(s.c.RequestDone(time.Now(), it, true))
+			if s.retry != nil && it.FIFO() {
+				if at, ok := s.retry(it); ok {
+					s.apply(s.c.Retry(time.Now(), it, at))
+					break
+				}
+			}
 			s.finish(it)
 		case <-wake:
 			s.apply(s.c.Tick(time.Now()))

@@ -5,13 +5,15 @@ import (
 	"time"
 )
 
-// timer is one deadline: an endpoint's next start time (ep) or a held
-// partition's due time (part).
+// timer is one deadline: an endpoint's next start time (ep), a held
+// partition's due time (part) or a FIFO endpoint's in-place retry
+// (retry, the endpoint waiting).
 type timer struct {
-	at   time.Time
-	ep   *endpoint
-	part *part
-	i    int // index in the heap
+	at    time.Time
+	ep    *endpoint
+	part  *part
+	retry *endpoint
+	i     int // index in the heap
 }
 
 // timers are the core's deadlines, earliest first.
@@ -42,6 +44,8 @@ func (ts *timers) fire(now time.Time, f func(timer)) {
 			e.ep.wake = nil
 		case e.part != nil:
 			e.part.wake = nil
+		case e.retry != nil:
+			e.retry.retryWake = nil
 		}
 		f(*e)
 	}
