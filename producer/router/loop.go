@@ -93,9 +93,16 @@ func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
 		return nil
 	}
 	// The batch in hand is finished even if ctx ends meanwhile, for up to
-	// DrainTimeout after it does.
+	// DrainTimeout after it does. And within TransactionTimeout however
+	// long ctx lives: past it Kafka aborts the transaction anyway, and
+	// ending it can wait forever on a group that cannot rejoin while this
+	// batch holds the rebalance (a broker frozen for a minute expired the
+	// member; End's heartbeat then never came). The session is restarted
+	// instead, and its InitProducerID aborts what is left.
 	work, cancel := workContext(ctx, l.r.cfg.DrainTimeout)
 	defer cancel()
+	work, cancelBatch := context.WithTimeout(work, l.r.cfg.TransactionTimeout)
+	defer cancelBatch()
 	start := time.Now()
 	if err := l.s.Begin(); err != nil {
 		if kafkaconn.Permanent(err) { // e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -116,7 +123,7 @@ func (l *loop) route(ctx context.Context, recs []*kgo.Record) error {
 	switch {
 	case err != nil && kafkaconn.Permanent(err):
 		return fmt.Errorf("committing the transaction of group %s: %w", l.r.cfg.Group, err)
-	case err != nil && work.Err() != nil:
+	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("committing the transaction: %w", err)
 	case err != nil:
 		l.commit.fail(ctx, err)
