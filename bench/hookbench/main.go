@@ -44,6 +44,7 @@ func main() {
 	flag.IntVar(&cfg.ScaleOutDispatchers, "scaleout-dispatchers", 3, "dispatch processes of the scale-out phase (saturation again on a fresh stack, against --dispatchers); negative skips it")
 	flag.StringVar(&mem, "memory-endpoints", "10000,100000", "endpoint counts of the memory phase")
 	flag.StringVar(&cfg.Scheme, "scheme", hookbench.SchemeHTTPS, "receivers' scheme: https (a CA generated for the run; hookd and river-sender trust it through SSL_CERT_FILE, B0 and B1 through their client's RootCAs; HTTP/2 and HTTP/1.1 offered over ALPN) or http (the runs before issue 28)")
+	flag.BoolVar(&cfg.EndpointFeatures, "endpoint-features", false, "give every endpoint two custom headers and a payload filter all the load's events match (to compare the throughput with and without)")
 	flag.IntVar(&cfg.BurstEndpoints, "burst-endpoints", 200, "healthy endpoints (one account each) of the burst phase")
 	flag.IntVar(&cfg.BurstEvents, "burst-events", 30000, "events committed at once in each run of the burst phase")
 	flag.IntVar(&cfg.BurstRuns, "burst-runs", 10, "runs of the burst phase")
