@@ -64,7 +64,7 @@ func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 	res.destination = t.URL // a request is made: the evidence names where it went
 	res.attemptID = newAttemptID()
 	r.started = true
-	d.inflight.add(r.rec.Partition)
+	d.inflight.add(sched.Partition{Topic: r.rec.Topic, Partition: r.rec.Partition})
 	if err := d.intend(r, res); err != nil {
 		// Cut by shutdown (or a permanent error): nothing was sent, the
 		// record stays unfinished.

@@ -124,7 +124,7 @@ func (d *Dispatcher) finish(it *sched.Item, res result) {
 func (d *Dispatcher) complete(it *sched.Item, ok bool) {
 	if r := recordOf(it); r.started {
 		r.started = false
-		d.inflight.done(r.rec.Partition)
+		d.inflight.done(sched.Partition{Topic: r.rec.Topic, Partition: r.rec.Partition})
 	}
 	d.events <- event{it: it, finished: true, ok: ok}
 	d.wg.Done()

@@ -8,30 +8,34 @@ import (
 	"github.com/hookd/hookd/dispatcher/internal/sched"
 )
 
-// A read-back of partition 3 waits until this process's requests of
-// partition 3 completed, and not for those of other partitions.
+// A read-back of deliveries partition 3 waits until this process's
+// requests of it completed, and not for those of other partitions, nor of
+// the same number in a retry tier (requests of a partition already read
+// back: waiting for them held up the poll loop behind a hanging endpoint).
 func TestReadBackWaitsForItsPartitionsRequests(t *testing.T) {
 	var f inflight
-	f.add(3)
-	f.add(3)
-	f.add(5)
-	starts := map[sched.Partition]time.Time{{Topic: "webhooks.deliveries", Partition: 3}: {}}
+	p3 := sched.Partition{Topic: "webhooks.deliveries", Partition: 3}
+	f.add(p3)
+	f.add(p3)
+	f.add(sched.Partition{Topic: "webhooks.deliveries", Partition: 5})
+	f.add(sched.Partition{Topic: "webhooks.retry.30s", Partition: 3})
+	starts := map[sched.Partition]time.Time{p3: {}}
 	waited := make(chan struct{})
 	go func() {
 		f.wait(context.Background(), starts)
 		close(waited)
 	}()
-	f.done(3)
+	f.done(p3)
 	select {
 	case <-waited:
 		t.Fatal("returned with a request of partition 3 still in flight")
 	case <-time.After(50 * time.Millisecond): // no event to wait for: it must still be blocked
 	}
-	f.done(3)
+	f.done(p3)
 	select {
 	case <-waited:
 	case <-time.After(10 * time.Second):
-		t.Fatal("still waiting after partition 3's requests completed (partition 5's must not count)")
+		t.Fatal("still waiting after partition 3's requests completed (the others must not count)")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

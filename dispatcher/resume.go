@@ -64,29 +64,31 @@ func (r *resumer) forget(parts []sched.Partition) {
 	}
 }
 
-// inflight counts, per partition number, this process's requests started
+// inflight counts, per topic partition, this process's requests started
 // and not yet completed (attempt record acknowledged, or given up). A
 // partition lost in a broker outage (no revoke, so nothing waited for its
 // requests) and assigned back to this process may still have requests
 // finishing, their attempt records waiting for the broker; its read-back
 // waits for them first, or it would miss those records and send their
-// deliveries again (TestChaosBrokerDown120s saw one such duplicate).
+// deliveries again (TestChaosBrokerDown120s saw one such duplicate). Only
+// requests of the same topic partition count: its records are not
+// admitted before its read-back, so those are all from before.
 type inflight struct {
 	mu   sync.Mutex
-	n    map[int32]int
+	n    map[sched.Partition]int
 	zero chan struct{} // closed and replaced whenever a count drops to 0
 }
 
-func (f *inflight) add(p int32) {
+func (f *inflight) add(p sched.Partition) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.n == nil {
-		f.n, f.zero = map[int32]int{}, make(chan struct{})
+		f.n, f.zero = map[sched.Partition]int{}, make(chan struct{})
 	}
 	f.n[p]++
 }
 
-func (f *inflight) done(p int32) {
+func (f *inflight) done(p sched.Partition) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.n[p]--; f.n[p] <= 0 {
@@ -96,14 +98,14 @@ func (f *inflight) done(p int32) {
 	}
 }
 
-// wait returns once no request of the partition numbers of starts is in
-// flight, or ctx ends.
+// wait returns once no request of the partitions of starts is in flight,
+// or ctx ends.
 func (f *inflight) wait(ctx context.Context, starts map[sched.Partition]time.Time) {
 	for {
 		f.mu.Lock()
 		busy, zero := false, f.zero
 		for p := range starts {
-			busy = busy || f.n[p.Partition] > 0
+			busy = busy || f.n[p] > 0
 		}
 		f.mu.Unlock()
 		if !busy {
