@@ -36,7 +36,7 @@ func (c *Config) validateBrand() error {
 		return fmt.Errorf("portal logo url: at most %d bytes, got %d", maxLogoURL, len(c.LogoURL))
 	case strings.HasPrefix(c.LogoURL, "data:"):
 		if !dataImage.MatchString(c.LogoURL) {
-			return fmt.Errorf("portal logo url: a data: logo must be data:image/(png|jpeg|gif|webp|svg+xml);base64,...")
+			return fmt.Errorf("portal logo url: a data: logo must be data:image/(png|jpeg|gif|webp|svg+xml);base64,<data>")
 		}
 	case !strings.HasPrefix(c.LogoURL, "/") || strings.HasPrefix(c.LogoURL, "//") || strings.ContainsAny(c.LogoURL, "\\\"'<> "):
 		return fmt.Errorf("portal logo url: must be a path on the portal's own origin (/...) or a data: image, got %q", c.LogoURL)

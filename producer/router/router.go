@@ -369,7 +369,6 @@ func (r *Router) session(ctx context.Context) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.TransactionalID(r.cfg.TransactionalID),
 		kgo.TransactionTimeout(r.cfg.TransactionTimeout),
-		kgo.RequireStableFetchOffsets(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.RecordPartitioner(changelogPartitioner{topic: r.cfg.Topics.Dedupe, rest: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}),
 		kgo.OnPartitionsRevoked(r.dd.drop),
