@@ -92,14 +92,8 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if deps.Endpoints == nil {
-		return nil, errors.New("dispatcher: no endpoint index (Deps.Endpoints)")
-	}
-	if deps.Logger == nil {
-		deps.Logger = slog.Default()
-	}
-	if deps.Clock == nil {
-		deps.Clock = clock.System{}
+	if err := deps.setDefaults(); err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(deps.Registerer)
 	if err != nil {
@@ -143,12 +137,31 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 	}
 	// Breakers run on the wall clock, as request timeouts do.
 	d.breakers = newBreakers(cfg.Breaker, cfg.Timeout, clock.System{}, m)
-	d.core = sched.New(sched.Config{
+	d.core = newCore(cfg, deps.Endpoints, observer{m: m, tierOf: d.tierOf})
+	return d, nil
+}
+
+// setDefaults fills in the optional dependencies and checks the required.
+func (deps *Deps) setDefaults() error {
+	if deps.Endpoints == nil {
+		return errors.New("dispatcher: no endpoint index (Deps.Endpoints)")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Clock == nil {
+		deps.Clock = clock.System{}
+	}
+	return nil
+}
+
+// newCore is the scheduling core under cfg's limits.
+func newCore(cfg Config, eps Endpoints, obs observer) *sched.Core {
+	return sched.New(sched.Config{
 		Concurrency: cfg.Concurrency, MaxInFlight: cfg.MaxInFlight, MaxEndpointInFlight: cfg.MaxEndpointInFlight,
 		PartitionMaxHeld: cfg.PartitionMaxHeld, EndpointBacklog: cfg.EndpointBacklog,
 		AccountLinger: cfg.AccountLinger, HoldAfter: holdAfter,
-	}, lookup(deps.Endpoints), observer{m: m, tierOf: d.tierOf})
-	return d, nil
+	}, lookup(eps), obs)
 }
 
 // Topics returns the topics the dispatcher reads and writes.

@@ -87,8 +87,26 @@ func (s *series[K, M]) get(k K) M {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := newCollectors()
+	m.attemptsBy.new = func(k attemptKey) prometheus.Counter {
+		return m.attempts.WithLabelValues(string(k.outcome), strconv.Itoa(k.attempt))
+	}
+	m.latencyBy.new = func(o attempt.Outcome) prometheus.Observer { return m.latency.WithLabelValues(string(o)) }
+	h, err := stage.Histogram(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the stage histogram: %w", err)
+	}
+	m.stageWait, m.stageHTTP = h.WithLabelValues(stage.DispatchWait), h.WithLabelValues(stage.HTTP)
+	if reg == nil {
+		return m, nil
+	}
+	return m, m.register(reg)
+}
+
+// newCollectors makes the dispatcher's metrics, not yet registered.
+func newCollectors() *metrics {
 	const ns, sub = "hookd", "dispatcher"
-	m := &metrics{
+	return &metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "attempts_total",
 			Help: "Attempts (or decisions taken instead of one) by outcome and attempt number; sum by outcome for deliveries by outcome."},
 			[]string{"outcome", "attempt"}),
@@ -137,19 +155,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		resumeFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_failures_total",
 			Help: "Read-backs of the attempts topic that failed when partitions were assigned; their records are attempted again from the committed offset, answered or not."}),
 	}
-	m.attemptsBy.new = func(k attemptKey) prometheus.Counter {
-		return m.attempts.WithLabelValues(string(k.outcome), strconv.Itoa(k.attempt))
-	}
-	m.latencyBy.new = func(o attempt.Outcome) prometheus.Observer { return m.latency.WithLabelValues(string(o)) }
-	h, err := stage.Histogram(reg)
-	if err != nil {
-		return nil, fmt.Errorf("registering the stage histogram: %w", err)
-	}
-	m.stageWait, m.stageHTTP = h.WithLabelValues(stage.DispatchWait), h.WithLabelValues(stage.HTTP)
-	if reg == nil {
-		return m, nil
-	}
-	return m, m.register(reg)
 }
 
 // register registers m's collectors with reg.
