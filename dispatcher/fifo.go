@@ -34,11 +34,12 @@ func isRetryInPlace(kr *kgo.Record) bool {
 	return false
 }
 
-// retryInPlace produces it's attempt record (plan p: a retry at p.due),
-// acknowledged, then hands it back to the core to be attempted again at
-// p.due with the next attempt's state. It returns false, the record left
+// retryInPlace produces it's attempt record (plan p: a retry at p.due;
+// with the attempt span's traceparent, as finishRecord's), acknowledged,
+// then hands it back to the core to be attempted again at p.due with the
+// next attempt's state. It returns false, the record left
 // unfinished, when the produce was cut by shutdown.
-func (d *Dispatcher) retryInPlace(it *sched.Item, r *record, rec attempt.Record, p plan) bool {
+func (d *Dispatcher) retryInPlace(it *sched.Item, r *record, rec attempt.Record, p plan, traceparent string) bool {
 	rec.NextDueAt = p.due
 	key := attemptKey{p.outcome, r.d.Attempt}
 	kr, err := rec.KafkaRecord(d.names.Attempts)
@@ -47,6 +48,7 @@ func (d *Dispatcher) retryInPlace(it *sched.Item, r *record, rec attempt.Record,
 	} else {
 		kr.Partition = r.rec.Partition // next to its intent, where a resume reads
 		kr.Headers = append(kr.Headers, retryInPlaceHeaders...)
+		withTraceparent(kr, traceparent)
 		if _, err := d.produce(d.workCtx, kr); err != nil {
 			return d.produceFailed("attempt record", r.rec, err)
 		}

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/dispatcher"
@@ -78,6 +81,40 @@ func TestFIFORetriesInPlaceAndDeadLettersFirst(t *testing.T) {
 	require.Equal(t, attempt.NextRetry, att[0].NextAction)
 	require.False(t, att[0].NextDueAt.IsZero(), "a retry in place is logged with its due time")
 	require.Equal(t, attempt.NextDeadLetter, att[2].NextAction)
+}
+
+// TestFIFOAttemptRecordsCarryTraceparent: with tracing on, a FIFO
+// endpoint's attempt records carry their attempt span's traceparent, as
+// other endpoints' do: the failed attempt retried in place (its record
+// produced by fifo.go) and the delivered one.
+func TestFIFOAttemptRecordsCarryTraceparent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1, schedule: "1s"})
+	var calls atomic.Int32
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	b.eps.set(dispatcher.Target{ID: "ep_1", URL: rc.srv.URL, FIFO: true})
+	d := newDelivery("evt_0", "ep_1")
+	b.produce(0, d)
+	spans := tracetest.NewSpanRecorder()
+	prov := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { require.NoError(t, prov.Shutdown(context.Background())) })
+	b.start(dispatcher.Config{AllowPrivateNetworks: true}, runOpts{tracer: prov.Tracer("t")})
+	eventually(t, 30*time.Second, func() bool { return len(b.col.attemptsFor(d.ID)) == 2 }, "both attempt records")
+
+	att := b.col.attemptsFor(d.ID)
+	require.Equal(t, attempt.NextRetry, att[0].NextAction, "the first attempt retried in place")
+	require.Equal(t, attempt.NextDone, att[1].NextAction)
+	ended := spans.Ended()
+	require.Len(t, ended, 2, "one span per attempt")
+	for i, a := range att {
+		tp := b.col.traceparent(a.AttemptID)
+		require.NotEmpty(t, tp, "attempt %d's record has no traceparent", a.Attempt)
+		require.Equal(t, ended[i].SpanContext().SpanID().String(), tp[36:52], "attempt %d: its own span's traceparent", a.Attempt)
+	}
 }
 
 // TestResumeDoesNotSkipRetriedInPlace: a FIFO record whose attempt

@@ -150,7 +150,7 @@ func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
 	switch p.action {
 	case attempt.NextRetry:
 		if it.FIFO() {
-			return d.retryInPlace(it, r, rec, p) // fifo.go
+			return d.retryInPlace(it, r, rec, p, res.traceparent) // fifo.go
 		}
 		next := p.next.Record(d.names.Retry[p.tier])
 		next.Partition = r.rec.Partition
@@ -176,10 +176,7 @@ func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
 		return true
 	}
 	kr.Partition = r.rec.Partition // next to its intent, where a resume reads
-	// The attempt-log writer's span continues the attempt's.
-	if res.traceparent != "" {
-		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: delivery.HeaderTraceparent, Value: []byte(res.traceparent)})
-	}
+	withTraceparent(kr, res.traceparent)
 	if p.action == attempt.NextDone && it.FIFO() {
 		d.events <- event{it: it, release: true} // its endpoint's next record may go (fifo.go)
 	}
@@ -200,6 +197,15 @@ func (d *Dispatcher) deadLetterMalformed(it *sched.Item, src *kgo.Record) bool {
 	d.m.deadLetters.WithLabelValues(deadletter.ReasonMalformed).Inc()
 	d.complete(it, true)
 	return true
+}
+
+// withTraceparent adds the attempt span's traceparent (empty when
+// tracing is off) to its attempt record: the attempt-log writer's span
+// continues the attempt's.
+func withTraceparent(kr *kgo.Record, traceparent string) {
+	if traceparent != "" {
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: delivery.HeaderTraceparent, Value: []byte(traceparent)})
+	}
 }
 
 // attemptRecord is the attempt log's record of r's result under plan p.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/hookd/hookd/dispatcher"
@@ -106,6 +107,8 @@ type runOpts struct {
 	reg   prometheus.Registerer
 	// log receives the dispatcher's log at debug level when set.
 	log io.Writer
+	// tracer, when set, turns tracing on.
+	tracer trace.Tracer
 }
 
 // start runs a dispatcher until the returned stop is called (or the test ends).
@@ -126,6 +129,7 @@ func (b *bundle) start(cfg dispatcher.Config, o runOpts) (stop func()) {
 		Logger:     logger,
 		Registerer: o.reg,
 		Clock:      o.clock,
+		Tracer:     o.tracer,
 		KafkaOpts: []kgo.Opt{
 			kgo.SeedBrokers(b.cluster.Addrs...),
 			kgo.ProducerLinger(0),
@@ -204,10 +208,13 @@ type collector struct {
 	intents  []*attempt.Record // intent records, not attempts
 	dlq      []*kgo.Record
 	retries  []*kgo.Record
+	// traceparents are the attempt records' traceparent headers, by
+	// attempt id.
+	traceparents map[string]string
 }
 
 func newCollector(t testing.TB, c *kafkatest.Cluster, names topics.Names) *collector {
-	col := &collector{}
+	col := &collector{traceparents: map[string]string{}}
 	cl := c.Client(t, kgo.ConsumeTopics(append([]string{names.Attempts, names.DLQ}, names.Retry...)...),
 		kgo.FetchMaxWait(50*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -232,6 +239,11 @@ func newCollector(t testing.TB, c *kafkatest.Cluster, names topics.Names) *colle
 						return
 					}
 					col.attempts = append(col.attempts, a)
+					for _, h := range r.Headers {
+						if h.Key == delivery.HeaderTraceparent {
+							col.traceparents[a.AttemptID] = string(h.Value)
+						}
+					}
 				case names.DLQ:
 					col.dlq = append(col.dlq, r)
 				default:
@@ -247,6 +259,13 @@ func (c *collector) snapshot() (att []*attempt.Record, dlq, retries []*kgo.Recor
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*attempt.Record(nil), c.attempts...), append([]*kgo.Record(nil), c.dlq...), append([]*kgo.Record(nil), c.retries...)
+}
+
+// traceparent returns the traceparent header of attempt record id ("" if none).
+func (c *collector) traceparent(attemptID string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.traceparents[attemptID]
 }
 
 // attemptsFor returns the attempt records of a delivery, in order produced.

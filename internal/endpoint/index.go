@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/internal/pgnotify"
 )
 
 // Source is where the Index reads endpoints from; *store.Store implements
@@ -87,10 +89,6 @@ type Index struct {
 	readyOnce sync.Once
 	ready     chan struct{}
 
-	pendingMu sync.Mutex
-	pending   map[string]struct{}
-	wake      chan struct{}
-
 	size     prometheus.Gauge
 	reloads  prometheus.Counter
 	failures prometheus.Counter
@@ -115,8 +113,6 @@ func NewIndex(cfg IndexConfig, deps IndexDeps) (*Index, error) {
 		byID:      map[string]*Endpoint{},
 		byAccount: map[string][]*Endpoint{},
 		ready:     make(chan struct{}),
-		pending:   map[string]struct{}{},
-		wake:      make(chan struct{}, 1),
 		size: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookd_endpoint_index_endpoints", Help: "Endpoints held by the in-memory endpoint index."}),
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
@@ -152,93 +148,29 @@ func (x *Index) WaitReady(ctx context.Context) error {
 // connection is retried with backoff and the index keeps serving its last
 // state meanwhile.
 func (x *Index) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Go(func() { x.refreshLoop(ctx) })
-	defer wg.Wait()
-
-	backoff := x.cfg.RetryBackoff
-	for {
-		err := x.src.ListenEndpointChanges(ctx, func(ctx context.Context) error {
-			backoff = x.cfg.RetryBackoff
-			return x.reload(ctx)
-		}, x.enqueue)
-		if ctx.Err() != nil {
-			return nil
-		}
-		x.failures.Inc()
-		x.logger.WarnContext(ctx, "endpoint index: listening for endpoint changes failed; serving the last known endpoints",
-			"error", err.Error(), "retry_in", backoff.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
+	pgnotify.Follow(ctx, pgnotify.Params{
+		Name:           "endpoint index",
+		ResyncInterval: x.cfg.ResyncInterval,
+		RetryBackoff:   x.cfg.RetryBackoff,
+		Listen:         x.src.ListenEndpointChanges,
+		Reload:         x.reload,
+		Refresh:        x.refresh,
+		Logger:         x.logger,
+		Failures:       x.failures,
+	})
+	return nil
 }
 
-func (x *Index) enqueue(id string) {
-	x.pendingMu.Lock()
-	x.pending[id] = struct{}{}
-	x.pendingMu.Unlock()
-	select {
-	case x.wake <- struct{}{}:
-	default:
+// refresh re-reads the endpoints named by notifications.
+func (x *Index) refresh(ctx context.Context, ids []string) error {
+	x.refreshMu.Lock()
+	defer x.refreshMu.Unlock()
+	eps, err := x.src.EndpointsByID(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("loading changed endpoints: %w", err)
 	}
-}
-
-// refreshLoop re-reads the endpoints named by notifications, many at a
-// time, and the whole table every ResyncInterval.
-func (x *Index) refreshLoop(ctx context.Context) {
-	resync := time.NewTicker(x.cfg.ResyncInterval)
-	defer resync.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-resync.C:
-			if err := x.reload(ctx); err != nil && ctx.Err() == nil {
-				x.failures.Inc()
-				x.logger.WarnContext(ctx, "endpoint index: periodic reload failed", "error", err.Error())
-			}
-		case <-x.wake:
-			x.pendingMu.Lock()
-			ids := make([]string, 0, len(x.pending))
-			for id := range x.pending {
-				ids = append(ids, id)
-			}
-			clear(x.pending)
-			x.pendingMu.Unlock()
-			if len(ids) == 0 {
-				continue
-			}
-			x.refreshMu.Lock()
-			eps, err := x.src.EndpointsByID(ctx, ids)
-			if err == nil {
-				x.apply(ids, eps)
-			}
-			x.refreshMu.Unlock()
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				x.failures.Inc()
-				x.logger.WarnContext(ctx, "endpoint index: refreshing changed endpoints failed; retrying with a full reload",
-					"error", err.Error(), "endpoints", len(ids))
-				if err := x.reload(ctx); err != nil && ctx.Err() == nil {
-					// Put them back and retry after a pause.
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(x.cfg.RetryBackoff):
-					}
-					for _, id := range ids {
-						x.enqueue(id)
-					}
-				}
-			}
-		}
-	}
+	x.apply(ids, eps)
+	return nil
 }
 
 func (x *Index) reload(ctx context.Context) error {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/hookd/hookd/internal/pgnotify"
 )
 
 // Source is where a Catalog reads the catalogue from; *store.Store
@@ -68,7 +70,6 @@ type Catalog struct {
 
 	readyOnce sync.Once
 	ready     chan struct{}
-	wake      chan struct{}
 }
 
 // NewCatalog returns an empty Catalog; Run fills it.
@@ -84,7 +85,7 @@ func NewCatalog(cfg CatalogConfig, src Source, logger *slog.Logger) (*Catalog, e
 		logger = slog.Default()
 	}
 	return &Catalog{cfg: cfg, src: src, logger: logger, schemas: map[string]*Schema{},
-		ready: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
+		ready: make(chan struct{})}, nil
 }
 
 // WaitReady blocks until the first full load or the end of ctx.
@@ -114,50 +115,15 @@ func (c *Catalog) Validate(eventType string, data []byte) error {
 // failing connection is retried with backoff and the catalog keeps its
 // last state meanwhile.
 func (c *Catalog) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Go(func() { c.refreshLoop(ctx) })
-	defer wg.Wait()
-	backoff := c.cfg.RetryBackoff
-	for {
-		err := c.src.ListenEventTypeChanges(ctx, func(ctx context.Context) error {
-			backoff = c.cfg.RetryBackoff
-			return c.reload(ctx)
-		}, func(string) { c.poke() })
-		if ctx.Err() != nil {
-			return nil
-		}
-		c.logger.WarnContext(ctx, "event-type catalog: listening for changes failed; keeping the last known schemas",
-			"error", err.Error(), "retry_in", backoff.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
-func (c *Catalog) poke() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (c *Catalog) refreshLoop(ctx context.Context) {
-	resync := time.NewTicker(c.cfg.ResyncInterval)
-	defer resync.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-resync.C:
-		case <-c.wake:
-		}
-		if err := c.reload(ctx); err != nil && ctx.Err() == nil {
-			c.logger.WarnContext(ctx, "event-type catalog: reload failed; keeping the last known schemas", "error", err.Error())
-		}
-	}
+	pgnotify.Follow(ctx, pgnotify.Params{
+		Name:           "event-type catalog",
+		ResyncInterval: c.cfg.ResyncInterval,
+		RetryBackoff:   c.cfg.RetryBackoff,
+		Listen:         c.src.ListenEventTypeChanges,
+		Reload:         c.reload, // on every notification too: no Refresh
+		Logger:         c.logger,
+	})
+	return nil
 }
 
 // reload reads and compiles the whole catalogue. A stored schema that no
