@@ -295,15 +295,24 @@ func (s *Store) EndpointsByID(ctx context.Context, ids []string) ([]endpoint.End
 // changed from then on is notified), then onChange for each notification,
 // until ctx ends (it returns ctx's error) or the connection fails.
 func (s *Store) ListenEndpointChanges(ctx context.Context, onListening func(context.Context) error, onChange func(id string)) error {
+	return s.listen(ctx, EndpointChannel, "endpoint changes", onListening, onChange)
+}
+
+// listen LISTENs on channel on a connection of its own and calls onChange
+// with each notification's payload, in order, until ctx ends or the
+// connection fails (the error says which, naming what as the subject).
+// onListening runs once the LISTEN is in place, so that a reload it makes
+// misses no change.
+func (s *Store) listen(ctx context.Context, channel, what string, onListening func(context.Context) error, onChange func(string)) error {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("connecting to listen for endpoint changes: %s", oneLine(err))
+		return fmt.Errorf("connecting to listen for %s: %s", what, oneLine(err))
 	}
 	// The listening connection never goes back to the pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+EndpointChannel); err != nil {
-		return fmt.Errorf("listening for endpoint changes: %s", oneLine(err))
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return fmt.Errorf("listening for %s: %s", what, oneLine(err))
 	}
 	if err := onListening(ctx); err != nil {
 		return err
@@ -314,7 +323,7 @@ func (s *Store) ListenEndpointChanges(ctx context.Context, onListening func(cont
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("waiting for endpoint changes: %s", oneLine(err))
+			return fmt.Errorf("waiting for %s: %s", what, oneLine(err))
 		}
 		onChange(n.Payload)
 	}

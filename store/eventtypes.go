@@ -133,29 +133,7 @@ func (s *Store) DeleteEventType(ctx context.Context, name string) error {
 // onChange for each notification, until ctx ends (it returns ctx's error)
 // or the connection fails.
 func (s *Store) ListenEventTypeChanges(ctx context.Context, onListening func(context.Context) error, onChange func(name string)) error {
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("connecting to listen for event-type changes: %s", oneLine(err))
-	}
-	// The listening connection never goes back to the pool.
-	conn := pc.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+EventTypeChannel); err != nil {
-		return fmt.Errorf("listening for event-type changes: %s", oneLine(err))
-	}
-	if err := onListening(ctx); err != nil {
-		return err
-	}
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("waiting for event-type changes: %s", oneLine(err))
-		}
-		onChange(n.Payload)
-	}
+	return s.listen(ctx, EventTypeChannel, "event-type changes", onListening, onChange)
 }
 
 var _ eventtype.Source = (*Store)(nil)
