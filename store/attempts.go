@@ -528,8 +528,10 @@ WHERE e.id = g.id AND e.status = 'active' AND (g.gone OR ($4 AND e.failing_since
 // WriteAttempts appends a batch of attempt records to the attempt log (the
 // view webhooks.attempts), staged with COPY, and in the same transaction
 // writes the batch's pending rows and moves each delivery's state row and
-// each endpoint's health and the hourly chart rollup on, then disables the endpoints that answered 410 or
-// have been failing for longer than DisableAfter. It is idempotent: records
+// each endpoint's health on and stages the batch's deltas of the hourly
+// chart rollup (one row: FoldAttemptHours adds them up later, out of this
+// transaction), then disables the endpoints that answered 410 or have been
+// failing for longer than DisableAfter. It is idempotent: records
 // already in the log change nothing. A record whose account is not its
 // endpoint's or its delivery row's is appended under its own account but
 // changes no other account's state; it is listed in Mismatched. An error
@@ -595,7 +597,7 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 			{"appending attempts", appendUnheld},
 			{"recording endpoint health", upsertEndpointHealth},
 			{"updating failing_since", updateFailingSince},
-			{"rolling up attempt hours", addAttemptHours},
+			{"staging the hourly rollup's deltas", stageAttemptHours},
 		} {
 			args := []any{planEach}
 			if step.sql == insertDeliveriesSQL[oneEach] {

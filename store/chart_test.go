@@ -70,6 +70,23 @@ func TestPortalChartBuckets(t *testing.T) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// chartCounts renders ep1's hourly chart of the 4 hours from base: counts
+// and percentiles.
+func chartCounts(t *testing.T, db *pgtest.DB, base time.Time) string {
+	t.Helper()
+	bounds := []time.Time{base}
+	for i := 1; i <= 4; i++ {
+		bounds = append(bounds, base.Add(time.Duration(i)*time.Hour))
+	}
+	got, err := db.Store.PortalChart(context.Background(), store.PortalChartParams{Account: "acct_1", EndpointIDs: []string{"ep1"}, Bounds: bounds})
+	require.NoError(t, err)
+	out := ""
+	for _, b := range got {
+		out += fmt.Sprintf("%d/%d %s %s; ", b.Delivered, b.Failed, b.P50, b.P99)
+	}
+	return out
+}
+
 // The rollup the attempt-log writer keeps equals the one rebuilt from the
 // log, counts a record written twice once, and the percentiles read from
 // it are those of percentile_cont below 16 ms and within 5% above.
@@ -100,8 +117,14 @@ func TestAttemptHoursMatchLog(t *testing.T) {
 			FROM webhooks.attempt_hours WHERE account = 'acct_1'`).Scan(&out))
 		return out
 	}
+	require.Empty(t, rollupRows(t, db), "nothing folded yet: the batches' deltas are staged")
+	charted := chartCounts(t, db, base)
+	folded, err := db.Store.FoldAttemptHours(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, folded.Batches, "one row of deltas per batch")
 	kept := read()
 	require.NotEmpty(t, kept)
+	require.Equal(t, charted, chartCounts(t, db, base), "the charts read the staged deltas as the folded rollup")
 	require.NoError(t, db.Store.RebuildAttemptHours(ctx))
 	require.Equal(t, read(), kept, "the writer's rollup is the log's")
 

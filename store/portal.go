@@ -499,7 +499,8 @@ type EndpointStats struct {
 // PortalEndpointStats returns, for the endpoints ids of account, their
 // attempt counts and median latency since since, and their last success
 // and failure ever. The counts are exact: the whole hours come from the
-// hourly rollup (webhooks.attempt_hours), the part of an hour after since
+// hourly rollup (webhooks.attempt_hours_all: with the deltas not folded
+// yet), the part of an hour after since
 // from the attempt log; the median is estimated from latency buckets
 // (latencyHist.percentile).
 func (s *Store) PortalEndpointStats(ctx context.Context, account string, ids []string, since time.Time) (map[string]EndpointStats, error) {
@@ -545,11 +546,11 @@ func (s *Store) PortalEndpointStats(ctx context.Context, account string, ids []s
 // statsSQL reads the rows of the attempts that made a request, per
 // endpoint: the rollup's whole hours from $4, and the log's rows in
 // [$3, $4) rolled up the same way (summed in Go).
-var statsSQL = `SELECT endpoint_id, delivered, failed, latency FROM webhooks.attempt_hours
+var statsSQL = `SELECT endpoint_id, delivered, failed, latency FROM webhooks.attempt_hours_all
 	WHERE endpoint_id = ANY($2) AND hour >= $4 AND account IN ($1, '')
 UNION ALL
 SELECT endpoint_id, delivered, failed, latency FROM (` +
-	hoursOf("''", "webhooks.attempts", "endpoint_id = ANY($2) AND started_at >= $3 AND started_at < $4 AND (account = $1 OR account IS NULL) AND") +
+	hoursOf(bucketsOf("''", "webhooks.attempts", "endpoint_id = ANY($2) AND started_at >= $3 AND started_at < $4 AND (account = $1 OR account IS NULL) AND")) +
 	`) l`
 
 // lastOutcomes adds the last success and failure ever of ids to out.
@@ -713,7 +714,8 @@ type PortalChartParams struct {
 
 // PortalChart counts, per bucket, the delivered and failed attempts of
 // p.EndpointIDs of p.Account and estimates their p50 and p99 durations. It
-// reads the hourly rollup (webhooks.attempt_hours), never the attempt log:
+// reads the hourly rollup (webhooks.attempt_hours_all: with the deltas not
+// folded yet), never the attempt log:
 // a bucket is the sum of the UTC hours that start in it, so in a zone whose
 // offset is not whole hours a local day is counted from the first whole
 // hour after its midnight; percentiles come from latency buckets 4.5% wide
@@ -776,5 +778,5 @@ func scanChart(rows pgx.Rows, out []ChartBucket, hists []latencyHist, at map[int
 // were.
 const chartSQL = `SELECT CASE WHEN $5 = '' THEN date_bin('1 hour', hour, $3) ELSE date_trunc('day', hour, $5) END,
 		delivered, failed, latency
-	FROM webhooks.attempt_hours
+	FROM webhooks.attempt_hours_all
 	WHERE endpoint_id = ANY($2) AND hour >= $3 AND hour < $4 AND account IN ($1, '')`

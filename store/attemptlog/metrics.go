@@ -20,6 +20,9 @@ type metrics struct {
 	kafkaUp      prometheus.Gauge
 	attempts     *prometheus.CounterVec
 	dlq          *prometheus.CounterVec
+	// folds and foldedBatches: the hourly chart rollup (fold.go).
+	folds         *prometheus.CounterVec
+	foldedBatches prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -74,9 +77,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hookd_dlq_records_total",
 			Help: "Deliveries dead-lettered, by reason, counted from the attempt log.",
 		}, []string{"reason"}),
+		folds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookd_attempt_hours_folds_total",
+			Help: "Folds of the hourly chart rollup's staged deltas into webhooks.attempt_hours, by result: ok or failed (the deltas stay staged, the charts still show them, and the next fold takes them).",
+		}, []string{"result"}),
+		foldedBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookd_attempt_hours_folded_batches_total",
+			Help: "Rows of staged rollup deltas (one per attempt batch written) folded into webhooks.attempt_hours.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.batches, m.batchSize, m.writeSeconds, m.lag, m.held, m.postgresUp,
-		m.records, m.writeErrors, m.commitErrors, m.kafkaUp, m.attempts, m.dlq} {
+		m.records, m.writeErrors, m.commitErrors, m.kafkaUp, m.attempts, m.dlq, m.folds, m.foldedBatches} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering attempt log metrics: %w", err)
 		}

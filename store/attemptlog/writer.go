@@ -1,11 +1,12 @@
 // Package attemptlog owns the durable attempt log: the writer role that
 // consumes attempt records from the attempts topic and appends them to
 // Postgres in batches (moving delivery state and endpoint health on in the
-// same transaction), and writes the 'pending' row of every record on the
-// deliveries topic (so the router never waits on Postgres), with the record's
-// topic, partition and offset (where the portal and the API read the
-// delivery's payload). The partition maintainer
-// is in package maintenance.
+// same transaction, and staging the batch's deltas of the hourly chart
+// rollup, which it folds into the rollup every few seconds: fold.go), and
+// writes the 'pending' row of every record on the deliveries topic (so the
+// router never waits on Postgres), with the record's topic, partition and
+// offset (where the portal and the API read the delivery's payload). The
+// partition maintainer is in package maintenance.
 //
 // The writer commits Kafka offsets only after the Postgres transaction has
 // committed, so a crash or a Postgres outage loses nothing: unwritten records
@@ -131,6 +132,15 @@ type Config struct {
 	// hand may still take to be written and committed; records not written
 	// by then are left uncommitted in Kafka. Defaults to 10s.
 	DrainTimeout time.Duration
+	// FoldInterval is how often the writer folds the hourly chart rollup's
+	// staged deltas (one row per batch written, committed with its
+	// attempts) into webhooks.attempt_hours, in a transaction of its own;
+	// it folds once more when it stops. The charts read the staged rows
+	// too, so this bounds how many they read, not how fresh they are: at
+	// 1000 endpoints a fold upserts about one row per endpoint, whatever
+	// the rate. Negative: this writer never folds (another writer of the
+	// database must). Defaults to 5s; at most 1h.
+	FoldInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -182,6 +192,9 @@ func (c *Config) setDefaults() {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 10 * time.Second
 	}
+	if c.FoldInterval == 0 {
+		c.FoldInterval = 5 * time.Second
+	}
 }
 
 func (c *Config) validate() error {
@@ -208,6 +221,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("attempt log write timeout: must be at least 10ms, got %s", c.WriteTimeout)
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("attempt log drain timeout: must not be negative, got %s", c.DrainTimeout)
+	case c.FoldInterval > time.Hour:
+		return fmt.Errorf("attempt log fold interval: must be at most 1h, got %s", c.FoldInterval)
 	}
 	return nil
 }
@@ -327,6 +342,8 @@ func (w *Writer) Run(ctx context.Context) error {
 	ann := maintenance.NewAnnouncer(cl, w.deps.Store, maintenance.AlertTopics{Events: w.cfg.EventsTopic, Ops: w.cfg.OpsTopic,
 		PortalBaseURL: w.cfg.PortalBaseURL}, w.deps.Logger, w.health)
 	w.deps.Logger.InfoContext(ctx, "attempt log writer started", "topic", w.cfg.Topic, "group", w.cfg.Group)
+	stopFolds := w.startFolds(ctx)
+	defer stopFolds()
 	for {
 		fetches := w.poll(ctx, cl, w.hold.count > 0)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
