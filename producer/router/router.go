@@ -135,7 +135,7 @@ type Config struct {
 	// changelog keeps 7 days by default). Defaults to 1h.
 	DedupeWindow time.Duration
 	// DedupeMaxKeys caps the events remembered per events partition
-	// (about 150 bytes each): beyond it the oldest are forgotten first, so
+	// (about 80 bytes each): beyond it the oldest are forgotten first, so
 	// the window is shorter when more than DedupeMaxKeys events arrive
 	// on a partition within DedupeWindow. At least 1000. Defaults to
 	// 50000.
@@ -280,7 +280,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if loaderOpts == nil {
 		loaderOpts = deps.KafkaOpts
 	}
-	r.dd = &dedupe{topic: cfg.Topics.Dedupe, window: cfg.DedupeWindow, maxKeys: cfg.DedupeMaxKeys,
+	r.dd = &dedupe{topic: cfg.Topics.Dedupe, window: cfg.DedupeWindow, maxKeys: cfg.DedupeMaxKeys, hash: newHasher(),
 		opts: append(slices.Clip(loaderOpts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 			kgo.FetchMaxWait(200*time.Millisecond))}
 	r.m = metrics{

@@ -42,7 +42,7 @@ func (f EnvelopeFlags) validate() error {
 // dedupe.
 type RouterFlags struct {
 	DedupeWindow    time.Duration `name:"dedupe-window" default:"1h" env:"HOOKD_DEDUPE_WINDOW" help:"An event repeated on the events topic (same account and id, same partition) within this long of the first copy's record timestamp is dropped, not delivered again (1m..168h)."`
-	DedupeMaxKeys   int           `name:"dedupe-max-keys" default:"50000" env:"HOOKD_DEDUPE_MAX_KEYS" help:"Events remembered per events partition for --dedupe-window (about 150 bytes each); past it the oldest are forgotten first (at least 1000)."`
+	DedupeMaxKeys   int           `name:"dedupe-max-keys" default:"50000" env:"HOOKD_DEDUPE_MAX_KEYS" help:"Events remembered per events partition for --dedupe-window (about 80 bytes each); past it the oldest are forgotten first (at least 1000)."`
 	TransactionalID string        `name:"transactional-id" env:"HOOKD_TRANSACTIONAL_ID" help:"Kafka transactional id of this router: unique per running router, the same across its restarts. Default: hookd-router-<host name>."`
 	// ValidateEventSchemas is off by default: validation costs a parse of
 	// every event's data, and a catalogue schema written in haste would
