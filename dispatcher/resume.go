@@ -33,17 +33,17 @@ import (
 // they were before read-backs (duplicates, never a skip).
 const readBackTimeout = 30 * time.Second
 
-// resumeGrace is how long a read-back goes on reading, past an intent's
-// request deadline, for the attempt record of an intent found without
-// one; and, after a broker fault, past its own start for intents still to
-// come. A partition is lost without a revoke (nothing waits for its
-// requests) when its owner's membership ends under it: a broker restarted
-// without its group state (the embedded one after kill -9), or frozen past
-// the session timeout. Its next owner may be assigned it while the old
-// one, not knowing yet, still runs requests, starts new ones until its
-// next heartbeat fails, and records them late, its producer recovering
-// from the fault (TestChaosBrokerRestart: an intent written 0.5 s after
-// the new owner's assignment, its attempt record 5 s after its answer).
+// resumeGrace is how long a read-back after a broker fault goes on
+// reading: past its own start, for intents still to come, and past an
+// intent's request deadline, for its attempt record. A partition is lost
+// without a revoke (nothing waits for its requests) when its owner's
+// membership ends under it: a broker restarted without its group state
+// (the embedded one after kill -9), or frozen past the session timeout.
+// Its next owner may be assigned it while the old one, not knowing yet,
+// still runs requests, starts new ones until its next heartbeat fails,
+// and records them late, its producer recovering from the fault
+// (TestChaosBrokerRestart: an intent written 0.14 s after the new owner's
+// read-back began; an attempt record 5 s after its answer).
 const resumeGrace = 5 * time.Second
 
 // resumer is the poll loop's state of the partitions to resume. The
@@ -257,22 +257,23 @@ func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]ti
 }
 
 // awaitRunning goes on reading the attempts partitions while a previous
-// owner may still write to them (resumeGrace has the why): while an
-// intent without its attempt record may still get one (until its
-// request's deadline, its start plus Timeout, the longest any request
-// runs, plus resumeGrace), and, when this process saw Kafka fail within
-// SessionTimeout plus resumeGrace (a broker fault may have ended members'
-// sessions without a revoke), for resumeGrace after it began: intents
-// written meanwhile count too. A graceful rebalance waits for neither: its
-// previous owners revoked and finished before anyone was assigned. The
-// wait takes half of readBackTimeout at most, and ends a second before
-// ctx's deadline; an intent still without its attempt record then is sent
-// again, as before (outcome unknown).
+// owner may still write to them (resumeGrace has the why), when this
+// process saw a fetch, commit or produce fail within SessionTimeout plus
+// resumeGrace: a broker fault may have ended members' sessions without a
+// revoke. It reads for resumeGrace after it began (intents written
+// meanwhile count too), and while an intent without its attempt record
+// may still get one: until its request's deadline (its start plus
+// Timeout, the longest any request runs) plus resumeGrace. Otherwise it
+// does not wait: a graceful rebalance's previous owners revoked and
+// finished before anyone was assigned, and a crashed one writes nothing
+// more. The wait takes half of readBackTimeout at most, and ends a second
+// before ctx's deadline; an intent still without its attempt record then
+// is sent again, as before (outcome unknown).
 func (d *Dispatcher) awaitRunning(ctx context.Context, cl *kgo.Client, rb *readBackState) error {
-	var floor time.Time
-	if d.kafkaFailedWithin(d.cfg.SessionTimeout + resumeGrace) {
-		floor = d.clock.Now().Add(resumeGrace)
+	if !d.kafkaFailedWithin(d.cfg.SessionTimeout + resumeGrace) {
+		return nil
 	}
+	floor := d.clock.Now().Add(resumeGrace)
 	stop := time.Now().Add(readBackTimeout / 2)
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).Before(stop) {
 		stop = dl.Add(-time.Second)

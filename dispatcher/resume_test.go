@@ -49,11 +49,7 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 			Attempt: 1, Tier: b.names.Deliveries, StartedAt: time.Now(), Outcome: outcome, NextAction: attempt.NextDone,
 			Source: &attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: int64(i)}}
 		if outcome == attempt.OutcomeUnknown {
-			// The dead owner's request started longer ago than
-			// Timeout: it cannot be running, the read-back does not
-			// wait for its attempt record.
 			r.NextAction, r.Error = attempt.NextRetry, attempt.ErrorUnknown
-			r.StartedAt = time.Now().Add(-20 * time.Second)
 		}
 		kr, err := r.KafkaRecord(b.names.Attempts)
 		require.NoError(t, err)
@@ -159,11 +155,12 @@ func TestScaleUpAndDownSendsNothingTwice(t *testing.T) {
 // revoke (its owner's membership ended under it: a broker restarted
 // without its group state, or frozen past the session timeout) is
 // assigned to another dispatcher while its previous owner still runs a
-// request. The new owner's read-back finds the intent without its
-// attempt record; it waits for the request's deadline rather than send
-// the delivery again, and skips the record once the previous owner's
-// attempt record comes (TestChaosBrokerRestart's duplicates). Fails
-// without awaitRunning: the delivery is sent at once.
+// request. The new owner, which saw Kafka fail (one failed fetch here),
+// finds the intent without its attempt record in its read-back; it waits
+// for the request's deadline rather than send the delivery again, and
+// skips the record once the previous owner's attempt record comes
+// (TestChaosBrokerRestart's duplicates). Fails without awaitRunning: the
+// delivery is sent at once.
 func TestResumeWaitsForAPreviousOwnersRequest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{partitions: 1})
@@ -177,10 +174,12 @@ func TestResumeWaitsForAPreviousOwnersRequest(t *testing.T) {
 	defer cancel()
 	require.NoError(t, cl.ProduceSync(ctx, intent).FirstErr())
 
+	failed := failFirstFetch(b) // the broker fault the new owner saw
 	readBack := watchReadBack(b)
 	reg := prometheus.NewRegistry()
 	b.start(dispatcher.Config{AllowPrivateNetworks: true}, runOpts{reg: reg})
 	readBack(ctx)
+	require.True(t, failed.Load(), "no fetch failed before the read-back")
 	require.NoError(t, cl.ProduceSync(ctx, answer).FirstErr())
 
 	eventually(t, 20*time.Second, func() bool {
@@ -211,6 +210,26 @@ func TestResumeAfterAKafkaFailureWaitsForLateIntents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
+	failed := failFirstFetch(b)
+	readBack := watchReadBack(b)
+	reg := prometheus.NewRegistry()
+	b.start(dispatcher.Config{AllowPrivateNetworks: true}, runOpts{reg: reg})
+	readBack(ctx)
+	require.True(t, failed.Load(), "no fetch failed before the read-back")
+	require.NoError(t, cl.ProduceSync(ctx, intent).FirstErr())
+	require.NoError(t, cl.ProduceSync(ctx, answer).FirstErr())
+
+	eventually(t, 20*time.Second, func() bool {
+		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
+		return by[0] == 1
+	}, "committed past the record")
+	require.Zero(t, rc.count(dl.EventID), "the previous owner's request was sent again")
+	require.Equal(t, 1.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_skipped_total"))
+}
+
+// failFirstFetch fails the first fetch of the deliveries topic
+// (UNKNOWN_SERVER_ERROR) and reports whether it did.
+func failFirstFetch(b *bundle) *atomic.Bool {
 	var failed atomic.Bool
 	ids := b.topicNames()
 	b.cluster.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
@@ -237,20 +256,7 @@ func TestResumeAfterAKafkaFailureWaitsForLateIntents(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	readBack := watchReadBack(b)
-	reg := prometheus.NewRegistry()
-	b.start(dispatcher.Config{AllowPrivateNetworks: true}, runOpts{reg: reg})
-	readBack(ctx)
-	require.True(t, failed.Load(), "no fetch failed before the read-back")
-	require.NoError(t, cl.ProduceSync(ctx, intent).FirstErr())
-	require.NoError(t, cl.ProduceSync(ctx, answer).FirstErr())
-
-	eventually(t, 20*time.Second, func() bool {
-		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
-		return by[0] == 1
-	}, "committed past the record")
-	require.Zero(t, rc.count(dl.EventID), "the previous owner's request was sent again")
-	require.Equal(t, 1.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_skipped_total"))
+	return &failed
 }
 
 // previousOwnersAttempt is another dispatcher's request for dl's record
