@@ -282,17 +282,22 @@ func previousOwnersAttempt(t *testing.T, b *bundle, dl *delivery.Delivery) (inte
 }
 
 // watchReadBack returns a function that waits until a dispatcher's
-// read-back has listed the attempts topic's offsets (kfake answers the
-// request after the watcher saw it: what is produced after the wait is
-// past the end offsets the read-back read to).
+// read-back has listed the attempts topic's offsets by time, after its
+// end offsets (kfake answers the request after the watcher saw it: what
+// is produced after the wait is past the end offsets the read-back reads
+// to).
 func watchReadBack(b *bundle) func(ctx context.Context) {
 	seen := make(chan struct{})
 	var once sync.Once
 	b.cluster.ControlKey(int16(kmsg.ListOffsets), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		b.cluster.KeepControl()
 		for _, rt := range r.(*kmsg.ListOffsetsRequest).Topics {
-			if rt.Topic == b.names.Attempts {
-				once.Do(func() { close(seen) })
+			for _, p := range rt.Partitions {
+				// By time: only a read-back lists the attempts topic so
+				// (the collector lists its start, -2).
+				if rt.Topic == b.names.Attempts && p.Timestamp >= 0 {
+					once.Do(func() { close(seen) })
+				}
 			}
 		}
 		return nil, nil, false // kfake answers it
