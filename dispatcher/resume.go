@@ -273,8 +273,9 @@ func (d *Dispatcher) awaitRunning(ctx context.Context, cl *kgo.Client, rb *readB
 	if !d.kafkaFailedWithin(d.cfg.SessionTimeout + resumeGrace) {
 		return nil
 	}
+	begun := time.Now()
 	floor := d.clock.Now().Add(resumeGrace)
-	stop := time.Now().Add(readBackTimeout / 2)
+	stop := begun.Add(readBackTimeout / 2)
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).Before(stop) {
 		stop = dl.Add(-time.Second)
 	}
@@ -282,6 +283,8 @@ func (d *Dispatcher) awaitRunning(ctx context.Context, cl *kgo.Client, rb *readB
 		until := maxTime(floor, rb.pendingUntil(d.cfg.Timeout+resumeGrace))
 		wait := min(until.Sub(d.clock.Now()), time.Until(stop))
 		if wait <= 0 {
+			d.log.InfoContext(ctx, "read the attempts topic on after a Kafka failure, for previous owners still finishing",
+				"waited", time.Since(begun).Round(time.Millisecond), "intents_without_attempt", rb.pending())
 			return nil
 		}
 		pctx, cancel := context.WithTimeout(ctx, wait)
@@ -419,6 +422,17 @@ func (s *readBackState) pendingUntil(running time.Duration) time.Time {
 		}
 	}
 	return until
+}
+
+// pending counts the intents without their attempt records.
+func (s *readBackState) pending() int {
+	n := 0
+	for id := range s.intents {
+		if !s.seen[id] {
+			n++
+		}
+	}
+	return n
 }
 
 func maxTime(a, b time.Time) time.Time {
