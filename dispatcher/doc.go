@@ -142,7 +142,15 @@
 // (hookd_dispatcher_resume_skipped_total); an intent with no attempt
 // record of its attempt id is produced again without the header, as the
 // attempt record of a request whose outcome is unknown, and its record is
-// sent again (hookd_dispatcher_resume_unknown_total). The duplicates left
+// sent again (hookd_dispatcher_resume_unknown_total). When this process
+// saw Kafka fail in the last SessionTimeout plus 5s, the read-back first
+// goes on reading for 5s after it began, and until the request deadline
+// (start plus Timeout) plus 5s of each intent still without its attempt
+// record: after a broker fault a partition may be lost without a revoke
+// (its owner's membership ended under it: a broker restarted without its
+// group state, or frozen past the session timeout) and assigned to
+// another member while its previous owner still runs, starts and records
+// requests. The duplicates left
 // are those requests only: the ones on the wire when a process died, and
 // the ones answered within produceLinger before, whose attempt records
 // were not acknowledged yet. A

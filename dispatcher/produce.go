@@ -101,13 +101,21 @@ var producePool = sync.Pool{New: func() any {
 // it succeeds again.
 type outage struct {
 	what     string
-	failing  atomic.Bool // fast path of ok, called after every success
+	failing  atomic.Bool  // fast path of ok, called after every success
+	last     atomic.Int64 // Unix nanoseconds of the last failure, for resumes
 	mu       sync.Mutex
 	since    time.Time // zero while it succeeds
 	failures int
 }
 
+// failedWithin reports a failure within d of now.
+func (o *outage) failedWithin(d time.Duration) bool {
+	last := o.last.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) <= d
+}
+
 func (o *outage) fail(ctx context.Context, log *slog.Logger, err error) {
+	o.last.Store(time.Now().UnixNano())
 	o.mu.Lock()
 	first := o.since.IsZero()
 	if first {

@@ -33,6 +33,19 @@ import (
 // they were before read-backs (duplicates, never a skip).
 const readBackTimeout = 30 * time.Second
 
+// resumeGrace is how long a read-back after a broker fault goes on
+// reading: past its own start, for intents still to come, and past an
+// intent's request deadline, for its attempt record. A partition is lost
+// without a revoke (nothing waits for its requests) when its owner's
+// membership ends under it: a broker restarted without its group state
+// (the embedded one after kill -9), or frozen past the session timeout.
+// Its next owner may be assigned it while the old one, not knowing yet,
+// still runs requests, starts new ones until its next heartbeat fails,
+// and records them late, its producer recovering from the fault
+// (TestChaosBrokerRestart: an intent written 0.14 s after the new owner's
+// read-back began; an attempt record 5 s after its answer).
+const resumeGrace = 5 * time.Second
+
 // resumer is the poll loop's state of the partitions to resume. The
 // rebalance callbacks mark and forget partitions, hence the lock.
 type resumer struct {
@@ -204,6 +217,7 @@ type readBackResult struct {
 type intent struct {
 	kr      *kgo.Record
 	attempt int
+	started time.Time // its request's, on its owner's clock
 }
 
 // readBack reads the attempts partitions of starts' partitions (same
@@ -235,13 +249,66 @@ func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]ti
 		if err := d.readUntil(ctx, cl, ends, rb.add); err != nil {
 			return readBackResult{}, err
 		}
+		if err := d.awaitRunning(ctx, cl, &rb); err != nil {
+			return readBackResult{}, err
+		}
 	}
 	return rb.result(), nil
 }
 
+// awaitRunning goes on reading the attempts partitions while a previous
+// owner may still write to them (resumeGrace has the why), when this
+// process saw a fetch, commit or produce fail within SessionTimeout plus
+// resumeGrace: a broker fault may have ended members' sessions without a
+// revoke. It reads for resumeGrace after it began (intents written
+// meanwhile count too), and while an intent without its attempt record
+// may still get one: until its request's deadline (its start plus
+// Timeout, the longest any request runs) plus resumeGrace. Otherwise it
+// does not wait: a graceful rebalance's previous owners revoked and
+// finished before anyone was assigned, and a crashed one writes nothing
+// more. The wait takes half of readBackTimeout at most, and ends a second
+// before ctx's deadline; an intent still without its attempt record then
+// is sent again, as before (outcome unknown).
+func (d *Dispatcher) awaitRunning(ctx context.Context, cl *kgo.Client, rb *readBackState) error {
+	if !d.kafkaFailedWithin(d.cfg.SessionTimeout + resumeGrace) {
+		return nil
+	}
+	begun := time.Now()
+	floor := d.clock.Now().Add(resumeGrace)
+	stop := begun.Add(readBackTimeout / 2)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).Before(stop) {
+		stop = dl.Add(-time.Second)
+	}
+	for {
+		until := maxTime(floor, rb.pendingUntil(d.cfg.Timeout+resumeGrace))
+		wait := min(until.Sub(d.clock.Now()), time.Until(stop))
+		if wait <= 0 {
+			d.log.InfoContext(ctx, "read the attempts topic on after a Kafka failure, for previous owners still finishing",
+				"waited", time.Since(begun).Round(time.Millisecond), "intents_without_attempt", rb.pending())
+			return nil
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("reading back %s: %w", d.names.Attempts, err)
+		}
+		if err := d.permanentFetchErr(fs); err != nil {
+			return err
+		}
+		fs.EachRecord(rb.add)
+	}
+}
+
+// kafkaFailedWithin reports whether a fetch, commit or produce of this
+// process failed within d of now.
+func (d *Dispatcher) kafkaFailedWithin(dur time.Duration) bool {
+	return d.fetchOutage.failedWithin(dur) || d.commitOutage.failedWithin(dur) || d.produceOutage.failedWithin(dur)
+}
+
 // readBackRange lists, for the attempts partitions of from, the offset of
 // the first record at or after its time and the end offset; partitions
-// with nothing between are left out.
+// with nothing between have no end and start at their end offset.
 func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from map[int32]time.Time) (map[int32]kgo.Offset, map[int32]int64, error) {
 	t := d.names.Attempts
 	endOffs, err := adm.ListEndOffsets(ctx, t)
@@ -264,6 +331,8 @@ func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from m
 		}
 		if start.Offset >= 0 && start.Offset < end.Offset {
 			offsets[p], ends[p] = kgo.NewOffset().At(start.Offset), end.Offset
+		} else {
+			offsets[p] = kgo.NewOffset().At(end.Offset) // for awaitRunning
 		}
 	}
 	return offsets, ends, nil
@@ -278,27 +347,31 @@ func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[int
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("reading back %s: %w", d.names.Attempts, err)
 		}
-		var ferr error
-		fs.EachError(func(_ string, p int32, err error) {
-			if ferr == nil && kafkaconn.Permanent(err) && !errors.Is(err, context.DeadlineExceeded) {
-				ferr = fmt.Errorf("reading back %s partition %d: %w", d.names.Attempts, p, err)
-			}
-		})
-		if ferr != nil {
-			return ferr
+		if err := d.permanentFetchErr(fs); err != nil {
+			return err
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := left[r.Partition]
-			if !ok || r.Offset >= end {
-				return // written after the read-back started: not the previous owner's
-			}
+			// Records written since the read-back started are handed
+			// over too: a previous owner still finishing its requests
+			// writes them (awaitRunning).
 			f(r)
-			if r.Offset+1 >= end {
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}
 		})
 	}
 	return nil
+}
+
+// permanentFetchErr is the first permanent error of a read-back's fetch.
+func (d *Dispatcher) permanentFetchErr(fs kgo.Fetches) error {
+	var ferr error
+	fs.EachError(func(_ string, p int32, err error) {
+		if ferr == nil && kafkaconn.Permanent(err) && !errors.Is(err, context.DeadlineExceeded) {
+			ferr = fmt.Errorf("reading back %s partition %d: %w", d.names.Attempts, p, err)
+		}
+	})
+	return ferr
 }
 
 // readBackState gathers a read-back's findings.
@@ -322,7 +395,7 @@ func (s *readBackState) add(kr *kgo.Record) {
 		return
 	}
 	if attempt.IsIntent(kr) {
-		s.intents[r.AttemptID] = intent{kr: kr, attempt: r.Attempt}
+		s.intents[r.AttemptID] = intent{kr: kr, attempt: r.Attempt, started: r.StartedAt}
 		return
 	}
 	s.seen[r.AttemptID] = true
@@ -336,6 +409,37 @@ func (s *readBackState) add(kr *kgo.Record) {
 		s.answered[src] = map[int64]bool{}
 	}
 	s.answered[src][r.Source.Offset] = true
+}
+
+// pendingUntil is how long an intent without its attempt record may
+// still get one: the latest, over those intents, of its start plus
+// running (a request's deadline and the grace); zero when there is none.
+func (s *readBackState) pendingUntil(running time.Duration) time.Time {
+	var until time.Time
+	for id, in := range s.intents {
+		if !s.seen[id] {
+			until = maxTime(until, in.started.Add(running))
+		}
+	}
+	return until
+}
+
+// pending counts the intents without their attempt records.
+func (s *readBackState) pending() int {
+	n := 0
+	for id := range s.intents {
+		if !s.seen[id] {
+			n++
+		}
+	}
+	return n
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (s *readBackState) result() readBackResult {

@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/internal/attempt"
@@ -146,4 +149,165 @@ func TestScaleUpAndDownSendsNothingTwice(t *testing.T) {
 	}
 	require.Zero(t, dups, "duplicates over a scale-up and a scale-down")
 	require.Equal(t, total, rc.total())
+}
+
+// TestResumeWaitsForAPreviousOwnersRequest: a partition lost without a
+// revoke (its owner's membership ended under it: a broker restarted
+// without its group state, or frozen past the session timeout) is
+// assigned to another dispatcher while its previous owner still runs a
+// request. The new owner, which saw Kafka fail (one failed fetch here),
+// finds the intent without its attempt record in its read-back; it waits
+// for the request's deadline rather than send the delivery again, and
+// skips the record once the previous owner's attempt record comes
+// (TestChaosBrokerRestart's duplicates). Fails without awaitRunning: the
+// delivery is sent at once.
+func TestResumeWaitsForAPreviousOwnersRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1})
+	rc := newReceiver(t, nil)
+	b.eps.set(dispatcher.Target{ID: "ep_1", URL: rc.srv.URL})
+	dl := newDelivery("evt_running", "ep_1")
+	b.produce(0, dl)
+	intent, answer := previousOwnersAttempt(t, b, dl)
+	cl := b.cluster.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, intent).FirstErr())
+
+	failed := failFirstFetch(b) // the broker fault the new owner saw
+	readBack := watchReadBack(b)
+	reg := prometheus.NewRegistry()
+	b.start(dispatcher.Config{AllowPrivateNetworks: true}, runOpts{reg: reg})
+	readBack(ctx)
+	require.True(t, failed.Load(), "no fetch failed before the read-back")
+	require.NoError(t, cl.ProduceSync(ctx, answer).FirstErr())
+
+	eventually(t, 20*time.Second, func() bool {
+		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
+		return by[0] == 1
+	}, "committed past the record")
+	require.Zero(t, rc.count(dl.EventID), "the previous owner's request was sent again")
+	require.Equal(t, 1.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_skipped_total"))
+	require.Zero(t, metrictest.Value(t, reg, "hookd_dispatcher_resume_unknown_total"))
+}
+
+// TestResumeAfterAKafkaFailureWaitsForLateIntents: after a Kafka failure
+// (here one failed fetch) a previous owner may not know yet that it lost
+// the partition and start a request after the new owner's read-back
+// began (TestChaosBrokerRestart: an intent written 0.5 s after the new
+// owner's assignment). The read-back goes on reading for a while, finds
+// the intent and then its attempt record, and skips the record. Fails
+// without the wait after a failure: the delivery is sent at once.
+func TestResumeAfterAKafkaFailureWaitsForLateIntents(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{partitions: 1})
+	rc := newReceiver(t, nil)
+	b.eps.set(dispatcher.Target{ID: "ep_1", URL: rc.srv.URL})
+	dl := newDelivery("evt_late", "ep_1")
+	b.produce(0, dl)
+	intent, answer := previousOwnersAttempt(t, b, dl)
+	cl := b.cluster.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	failed := failFirstFetch(b)
+	readBack := watchReadBack(b)
+	reg := prometheus.NewRegistry()
+	b.start(dispatcher.Config{AllowPrivateNetworks: true}, runOpts{reg: reg})
+	readBack(ctx)
+	require.True(t, failed.Load(), "no fetch failed before the read-back")
+	require.NoError(t, cl.ProduceSync(ctx, intent).FirstErr())
+	require.NoError(t, cl.ProduceSync(ctx, answer).FirstErr())
+
+	eventually(t, 20*time.Second, func() bool {
+		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
+		return by[0] == 1
+	}, "committed past the record")
+	require.Zero(t, rc.count(dl.EventID), "the previous owner's request was sent again")
+	require.Equal(t, 1.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_skipped_total"))
+}
+
+// failFirstFetch fails the first fetch of the deliveries topic
+// (UNKNOWN_SERVER_ERROR) and reports whether it did.
+func failFirstFetch(b *bundle) *atomic.Bool {
+	var failed atomic.Bool
+	ids := b.topicNames()
+	b.cluster.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		req := r.(*kmsg.FetchRequest)
+		hit := false
+		for _, t := range req.Topics {
+			hit = hit || t.Topic == b.names.Deliveries || ids[t.TopicID] == b.names.Deliveries
+		}
+		if !hit || failed.Swap(true) {
+			b.cluster.KeepControl()
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.UnknownServerError.Code
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	return &failed
+}
+
+// previousOwnersAttempt is another dispatcher's request for dl's record
+// (deliveries partition 0, offset 0), started now: its intent and its
+// attempt record (delivered).
+func previousOwnersAttempt(t *testing.T, b *bundle, dl *delivery.Delivery) (intent, answer *kgo.Record) {
+	t.Helper()
+	rec := attempt.Record{AttemptID: "att_running", DeliveryID: dl.ID, EventID: dl.EventID,
+		EventType: dl.EventType, EndpointID: "ep_1", Account: "acct_1", EventCreated: dl.EventCreated,
+		Attempt: 1, Tier: b.names.Deliveries, StartedAt: time.Now(), Outcome: attempt.OutcomeUnknown,
+		NextAction: attempt.NextRetry, Error: attempt.ErrorUnknown,
+		Source: &attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: 0}}
+	intent, err := rec.KafkaRecord(b.names.Attempts)
+	require.NoError(t, err)
+	intent.Partition = 0
+	intent.Headers = []kgo.RecordHeader{{Key: attempt.IntentHeader}}
+	rec.Outcome, rec.NextAction, rec.Error = attempt.OutcomeDelivered, attempt.NextDone, ""
+	rec.StatusCode, rec.Duration = 200, 50*time.Millisecond
+	answer, err = rec.KafkaRecord(b.names.Attempts)
+	require.NoError(t, err)
+	answer.Partition = 0
+	return intent, answer
+}
+
+// watchReadBack returns a function that waits until a dispatcher's
+// read-back has listed the attempts topic's offsets by time, after its
+// end offsets (kfake answers the request after the watcher saw it: what
+// is produced after the wait is past the end offsets the read-back reads
+// to).
+func watchReadBack(b *bundle) func(ctx context.Context) {
+	seen := make(chan struct{})
+	var once sync.Once
+	b.cluster.ControlKey(int16(kmsg.ListOffsets), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		b.cluster.KeepControl()
+		for _, rt := range r.(*kmsg.ListOffsetsRequest).Topics {
+			for _, p := range rt.Partitions {
+				// By time: only a read-back lists the attempts topic so
+				// (the collector lists its start, -2).
+				if rt.Topic == b.names.Attempts && p.Timestamp >= 0 {
+					once.Do(func() { close(seen) })
+				}
+			}
+		}
+		return nil, nil, false // kfake answers it
+	})
+	return func(ctx context.Context) {
+		b.t.Helper()
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			b.t.Fatal("no read-back of the attempts topic")
+		}
+	}
 }
