@@ -41,23 +41,10 @@ type IndexConfig struct {
 	RetryBackoff time.Duration
 }
 
-func (c *IndexConfig) setDefaults() {
-	if c.ResyncInterval == 0 {
-		c.ResyncInterval = 5 * time.Minute
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = 500 * time.Millisecond
-	}
-}
+func (c *IndexConfig) setDefaults() { pgnotify.DefaultTiming(&c.ResyncInterval, &c.RetryBackoff) }
 
 func (c *IndexConfig) validate() error {
-	switch {
-	case c.ResyncInterval < time.Second:
-		return fmt.Errorf("endpoint index resync interval: must be at least 1s, got %s", c.ResyncInterval)
-	case c.RetryBackoff < time.Millisecond:
-		return fmt.Errorf("endpoint index retry backoff: must be at least 1ms, got %s", c.RetryBackoff)
-	}
-	return nil
+	return pgnotify.ValidateTiming("endpoint index", c.ResyncInterval, c.RetryBackoff)
 }
 
 // IndexDeps are the Index's collaborators.

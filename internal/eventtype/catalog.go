@@ -34,23 +34,10 @@ type CatalogConfig struct {
 	RetryBackoff time.Duration
 }
 
-func (c *CatalogConfig) setDefaults() {
-	if c.ResyncInterval == 0 {
-		c.ResyncInterval = 5 * time.Minute
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = 500 * time.Millisecond
-	}
-}
+func (c *CatalogConfig) setDefaults() { pgnotify.DefaultTiming(&c.ResyncInterval, &c.RetryBackoff) }
 
 func (c *CatalogConfig) validate() error {
-	switch {
-	case c.ResyncInterval < time.Second:
-		return fmt.Errorf("event-type catalog resync interval: must be at least 1s, got %s", c.ResyncInterval)
-	case c.RetryBackoff < time.Millisecond:
-		return fmt.Errorf("event-type catalog retry backoff: must be at least 1ms, got %s", c.RetryBackoff)
-	}
-	return nil
+	return pgnotify.ValidateTiming("event-type catalog", c.ResyncInterval, c.RetryBackoff)
 }
 
 // Catalog is an in-memory copy of the catalogue's schemas, compiled, kept

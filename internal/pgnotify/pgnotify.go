@@ -9,6 +9,7 @@ package pgnotify
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -181,4 +182,33 @@ func (f *follower) failed() {
 	if f.Failures != nil {
 		f.Failures.Inc()
 	}
+}
+
+// Default timings of a follower: DefaultTiming fills them in.
+const (
+	DefaultResyncInterval = 5 * time.Minute
+	DefaultRetryBackoff   = 500 * time.Millisecond
+)
+
+// DefaultTiming sets a zero resync interval or retry backoff (a caller's
+// config fields, documented there) to its default.
+func DefaultTiming(resync, backoff *time.Duration) {
+	if *resync == 0 {
+		*resync = DefaultResyncInterval
+	}
+	if *backoff == 0 {
+		*backoff = DefaultRetryBackoff
+	}
+}
+
+// ValidateTiming checks a caller's resync interval (at least 1s) and retry
+// backoff (at least 1ms); what names the caller in the error.
+func ValidateTiming(what string, resync, backoff time.Duration) error {
+	switch {
+	case resync < time.Second:
+		return fmt.Errorf("%s resync interval: must be at least 1s, got %s", what, resync)
+	case backoff < time.Millisecond:
+		return fmt.Errorf("%s retry backoff: must be at least 1ms, got %s", what, backoff)
+	}
+	return nil
 }
