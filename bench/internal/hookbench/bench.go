@@ -26,6 +26,10 @@ type Percentiles struct {
 	P999  float64 `json:"p999_ms"`
 	Max   float64 `json:"max_ms"`
 	RateS float64 `json:"deliveries_per_second"`
+	// Outbox and Ingress are the same for the events of each origin
+	// (latency phases only): the outbox's adds the relay's hop.
+	Outbox  *Percentiles `json:"outbox,omitempty"`
+	Ingress *Percentiles `json:"ingress,omitempty"`
 }
 
 // ProcResult is one process's resource use over the saturation phase.
@@ -870,19 +874,26 @@ func (b *bench) latency(ctx context.Context, s *stack, pct float64) (*Percentile
 	for _, e := range s.endpoints {
 		acctEP[e.Account] = e.ID
 	}
-	var lat []float64
+	var lat, outbox, ingress []float64
 	var times []time.Time
 	l.Each(func(id string, e chaos.EventInfo) {
 		if e.State != chaos.StateCommitted {
 			return
 		}
 		if t, got := ok[[2]string{acctEP[e.Account], id}]; got {
-			lat = append(lat, float64(t.Sub(e.At))/1e6)
+			ms := float64(t.Sub(e.At)) / 1e6
+			lat = append(lat, ms)
+			if e.Outbox {
+				outbox = append(outbox, ms)
+			} else {
+				ingress = append(ingress, ms)
+			}
 			times = append(times, t)
 		}
 	})
 	p := percentiles(lat)
 	p.RateS = rate
+	p.Outbox, p.Ingress = percentiles(outbox), percentiles(ingress)
 	b.res.Series[name] = series(times, start)
 	b.res.cdf[fmt.Sprintf("%.0f%% of saturation", pct*100)] = lat
 	b.cfg.Logger.Info("hookbench: latency", "load", name, "rate", int(rate), "p50_ms", p.P50, "p99_ms", p.P99, "p999_ms", p.P999)

@@ -134,6 +134,10 @@ func (r *Results) mainTable(b *strings.Builder) {
 		if l.p != nil {
 			fmt.Fprintf(b, "| commit-to-receiver latency at %s load (%.0f/s): p50 / p99 / p99.9 / max ms | %.1f / %.1f / %.1f / %.1f | | |\n",
 				l.name, l.p.RateS, l.p.P50, l.p.P99, l.p.P999, l.p.Max)
+			if o, i := l.p.Outbox, l.p.Ingress; o != nil && i != nil && o.N > 0 && i.N > 0 {
+				fmt.Fprintf(b, "| the same by origin: outbox (through the relay) p50 / p99; ingress p50 / p99 ms | %.1f / %.1f; %.1f / %.1f | | |\n",
+					o.P50, o.P99, i.P50, i.P99)
+			}
 		}
 	}
 	r.tenancyRows(b)
