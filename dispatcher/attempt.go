@@ -61,8 +61,8 @@ func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 		res.verdict = Classify(0, err, 0, dl.ClientErrors)
 		return res
 	}
-	res.destination = t.URL // a request is made: the evidence names where it went
-	res.attemptID = newAttemptID()
+	// For its intent and its attempt record (one hash for both):
+	res.destination, res.bodySHA256, res.attemptID = t.URL, bodyDigest(dl.Body), newAttemptID()
 	r.started = true
 	d.inflight.add(sched.Partition{Topic: r.rec.Topic, Partition: r.rec.Partition})
 	if err := d.intend(r, res); err != nil {

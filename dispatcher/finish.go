@@ -29,6 +29,7 @@ type result struct {
 	aborted   bool // cut by shutdown: leave the record unfinished
 
 	destination string // the endpoint URL the request went to (attempted only)
+	bodySHA256  string // bodyDigest of the body sent, with destination
 	attemptID   string // its intent's (attempted only); else a new one
 	traceparent string // the attempt span's, when tracing is on (trace.go)
 
@@ -239,7 +240,7 @@ func attemptRecord(r *record, res result, p plan) attempt.Record {
 		rec.Error = truncate(res.err.Error(), 512)
 	}
 	if res.destination != "" {
-		rec.Destination, rec.BodySHA256 = res.destination, bodyDigest(dl.Body)
+		rec.Destination, rec.BodySHA256 = res.destination, res.bodySHA256
 	}
 	return rec
 }
