@@ -124,23 +124,27 @@
 // record's number (the manual partitioner: every hookd topic has one
 // partition count) and names its source (topic, partition, offset).
 // Before a request goes on the wire, its intent record (its attempt record
-// of outcome unknown, written in advance, with the hookd-intent header the
-// attempt-log writer skips) is produced by a second client, without linger,
-// and acknowledged: no request is sent without a trace. That wait is
+// of outcome unknown, written in advance, with the hookd-intent header) is
+// produced to the intents topic by a second client, with a 1ms linger,
+// and acknowledged: no request is sent without a trace. The intents topic
+// has one partition, so a produce request carries one batch of them, and
+// the attempt-log writer never fetches them. That wait is
 // Kafka's, not the endpoint's: the core is told when the request goes on
 // the wire (Sent), and an endpoint's "no answer for a second" runs from
 // its last answer or send.
 //
 // When a partition is assigned, the poll loop holds its first fetched
-// records and reads the attempts partition of its number back (resume.go;
-// a client of its own, no group; ListOffsets by time) from ResumeMargin
-// before the first record was written, or due if later, to the end offset.
+// records and reads the attempts partition of its number and the intents
+// topic back (resume.go; a client of its own, no group; ListOffsets by
+// time) from ResumeMargin before the first record was written, or due if
+// later, to the end offsets.
 // Nothing past the watermark was attempted before the watermark's record
 // (records are routed in order, a tier's only once due), so no attempt of
 // those records is older. Records found answered are admitted marked and
 // the core finishes them at once, without a request
 // (hookd_dispatcher_resume_skipped_total); an intent with no attempt
-// record of its attempt id is produced again without the header, as the
+// record of its attempt id is produced to the attempts partition without
+// the header, as the
 // attempt record of a request whose outcome is unknown, and its record is
 // sent again (hookd_dispatcher_resume_unknown_total). When this process
 // saw Kafka fail in the last SessionTimeout plus 5s, the read-back first

@@ -215,7 +215,7 @@ type collector struct {
 
 func newCollector(t testing.TB, c *kafkatest.Cluster, names topics.Names) *collector {
 	col := &collector{traceparents: map[string]string{}}
-	cl := c.Client(t, kgo.ConsumeTopics(append([]string{names.Attempts, names.DLQ}, names.Retry...)...),
+	cl := c.Client(t, kgo.ConsumeTopics(append([]string{names.Attempts, names.Intents, names.DLQ}, names.Retry...)...),
 		kgo.FetchMaxWait(50*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -228,7 +228,7 @@ func newCollector(t testing.TB, c *kafkatest.Cluster, names topics.Names) *colle
 				col.mu.Lock()
 				defer col.mu.Unlock()
 				switch r.Topic {
-				case names.Attempts:
+				case names.Attempts, names.Intents:
 					a, err := attempt.Decode(r)
 					if err != nil {
 						t.Errorf("bad attempt record: %v", err)

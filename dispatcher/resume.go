@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,13 +21,14 @@ import (
 // Resuming a partition (doc.go has the why). Every attempt record goes to
 // the attempts partition of its source record's number and names its
 // source (topic, partition, offset); every request is preceded by its
-// intent record there. When a partition is assigned, the poll loop holds
-// its first fetched records, reads that attempts partition back (readBack)
-// and admits them marked: answered records finish without a request, and
-// an intent without its attempt record is produced again, without its
-// header, as the request's attempt record of outcome unknown. All of it is
-// I/O at the edge, on the poll loop's goroutine; the core only sees
-// records marked Answered.
+// intent record, which names its source too, on the intents topic (one
+// partition). When a partition is assigned, the poll loop holds its first
+// fetched records, reads that attempts partition and the intents topic
+// back (readBack) and admits them marked: answered records finish without
+// a request, and an intent without its attempt record is produced to the
+// attempts partition, without its header, as the request's attempt record
+// of outcome unknown. All of it is I/O at the edge, on the poll loop's
+// goroutine; the core only sees records marked Answered.
 
 // readBackTimeout bounds one read-back. Past it the partitions' records
 // are admitted unmarked: attempted again from the committed offset, as
@@ -216,21 +218,32 @@ type readBackResult struct {
 // intent is an intent record read back.
 type intent struct {
 	kr      *kgo.Record
+	part    int32 // its source's partition: where its attempt record goes
 	attempt int
 	started time.Time // its request's, on its owner's clock
 }
 
+// topicPart is a partition read back.
+type topicPart struct {
+	topic string
+	part  int32
+}
+
 // readBack reads the attempts partitions of starts' partitions (same
-// numbers) from the earliest start of each to its end offset now, with a
-// client of its own (no group), and returns the source offsets answered
-// and the intents left without an attempt record.
+// numbers) from the earliest start of each, and the intents topic from the
+// earliest start of all, to their end offsets now, with a client of its
+// own (no group), and returns the source offsets answered and the intents
+// left without an attempt record. Intent records on the attempts topic
+// (from dispatchers before the intents topic) count as well.
 func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]time.Time) (readBackResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, readBackTimeout)
 	defer cancel()
-	from := map[int32]time.Time{}
+	from := map[topicPart]time.Time{}
 	for p, at := range starts {
-		if f, ok := from[p.Partition]; !ok || at.Before(f) {
-			from[p.Partition] = at
+		for _, tp := range []topicPart{{d.names.Attempts, p.Partition}, {d.names.Intents, 0}} {
+			if f, ok := from[tp]; !ok || at.Before(f) {
+				from[tp] = at
+			}
 		}
 	}
 	cl, err := kgo.NewClient(d.plainOpts...)
@@ -245,7 +258,7 @@ func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]ti
 	rb := readBackState{starts: starts, intents: map[string]intent{}, seen: map[string]bool{},
 		answered: map[sched.Partition]map[int64]bool{}}
 	if len(offsets) > 0 {
-		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{d.names.Attempts: offsets})
+		cl.AddConsumePartitions(offsets)
 		if err := d.readUntil(ctx, cl, ends, rb.add); err != nil {
 			return readBackResult{}, err
 		}
@@ -291,7 +304,7 @@ func (d *Dispatcher) awaitRunning(ctx context.Context, cl *kgo.Client, rb *readB
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("reading back %s: %w", d.names.Attempts, err)
+			return fmt.Errorf("reading back %s and %s: %w", d.names.Attempts, d.names.Intents, err)
 		}
 		if err := d.permanentFetchErr(fs); err != nil {
 			return err
@@ -306,17 +319,17 @@ func (d *Dispatcher) kafkaFailedWithin(dur time.Duration) bool {
 	return d.fetchOutage.failedWithin(dur) || d.commitOutage.failedWithin(dur) || d.produceOutage.failedWithin(dur)
 }
 
-// readBackRange lists, for the attempts partitions of from, the offset of
-// the first record at or after its time and the end offset; partitions
-// with nothing between have no end and start at their end offset.
-func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from map[int32]time.Time) (map[int32]kgo.Offset, map[int32]int64, error) {
-	t := d.names.Attempts
-	endOffs, err := adm.ListEndOffsets(ctx, t)
+// readBackRange lists, for the partitions of from, the offset of the
+// first record at or after its time and the end offset; partitions with
+// nothing between have no end and start at their end offset.
+func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from map[topicPart]time.Time) (map[string]map[int32]kgo.Offset, map[topicPart]int64, error) {
+	endOffs, err := adm.ListEndOffsets(ctx, d.names.Attempts, d.names.Intents)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing end offsets of %s: %w", t, err)
+		return nil, nil, fmt.Errorf("listing end offsets of %s and %s: %w", d.names.Attempts, d.names.Intents, err)
 	}
-	offsets, ends := map[int32]kgo.Offset{}, map[int32]int64{}
-	for p, at := range from {
+	offsets, ends := map[string]map[int32]kgo.Offset{}, map[topicPart]int64{}
+	for tp, at := range from {
+		t, p := tp.topic, tp.part
 		end, ok := endOffs.Lookup(t, p)
 		if !ok || end.Err != nil {
 			return nil, nil, fmt.Errorf("end offset of %s partition %d: %v", t, p, end.Err)
@@ -329,10 +342,13 @@ func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from m
 		if !ok || start.Err != nil {
 			return nil, nil, fmt.Errorf("offset of %s partition %d at %s: %v", t, p, at, start.Err)
 		}
+		if offsets[t] == nil {
+			offsets[t] = map[int32]kgo.Offset{}
+		}
 		if start.Offset >= 0 && start.Offset < end.Offset {
-			offsets[p], ends[p] = kgo.NewOffset().At(start.Offset), end.Offset
+			offsets[t][p], ends[tp] = kgo.NewOffset().At(start.Offset), end.Offset
 		} else {
-			offsets[p] = kgo.NewOffset().At(end.Offset) // for awaitRunning
+			offsets[t][p] = kgo.NewOffset().At(end.Offset) // for awaitRunning
 		}
 	}
 	return offsets, ends, nil
@@ -340,12 +356,12 @@ func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from m
 
 // readUntil polls cl, handing each record to f, until every partition of
 // ends reached its end offset.
-func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[int32]int64, f func(*kgo.Record)) error {
+func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[topicPart]int64, f func(*kgo.Record)) error {
 	left := maps.Clone(ends)
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("reading back %s: %w", d.names.Attempts, err)
+			return fmt.Errorf("reading back %s and %s: %w", d.names.Attempts, d.names.Intents, err)
 		}
 		if err := d.permanentFetchErr(fs); err != nil {
 			return err
@@ -355,8 +371,9 @@ func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[int
 			// over too: a previous owner still finishing its requests
 			// writes them (awaitRunning).
 			f(r)
-			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
-				delete(left, r.Partition)
+			tp := topicPart{r.Topic, r.Partition}
+			if end, ok := left[tp]; ok && r.Offset+1 >= end {
+				delete(left, tp)
 			}
 		})
 	}
@@ -366,9 +383,9 @@ func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[int
 // permanentFetchErr is the first permanent error of a read-back's fetch.
 func (d *Dispatcher) permanentFetchErr(fs kgo.Fetches) error {
 	var ferr error
-	fs.EachError(func(_ string, p int32, err error) {
+	fs.EachError(func(t string, p int32, err error) {
 		if ferr == nil && kafkaconn.Permanent(err) && !errors.Is(err, context.DeadlineExceeded) {
-			ferr = fmt.Errorf("reading back %s partition %d: %w", d.names.Attempts, p, err)
+			ferr = fmt.Errorf("reading back %s partition %d: %w", t, p, err)
 		}
 	})
 	return ferr
@@ -395,7 +412,7 @@ func (s *readBackState) add(kr *kgo.Record) {
 		return
 	}
 	if attempt.IsIntent(kr) {
-		s.intents[r.AttemptID] = intent{kr: kr, attempt: r.Attempt, started: r.StartedAt}
+		s.intents[r.AttemptID] = intent{kr: kr, part: src.Partition, attempt: r.Attempt, started: r.StartedAt}
 		return
 	}
 	s.seen[r.AttemptID] = true
@@ -449,7 +466,11 @@ func (s *readBackState) result() readBackResult {
 			out.unknown = append(out.unknown, in)
 		}
 	}
-	slices.SortFunc(out.unknown, func(a, b intent) int { return int(a.kr.Offset - b.kr.Offset) })
+	// In the order they were written: by topic (attempts first, from older
+	// dispatchers), then offset.
+	slices.SortFunc(out.unknown, func(a, b intent) int {
+		return cmp.Or(cmp.Compare(a.kr.Topic, b.kr.Topic), cmp.Compare(a.kr.Offset, b.kr.Offset))
+	})
 	return out
 }
 
@@ -466,7 +487,7 @@ func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent) {
 	recs := make([]*kgo.Record, len(intents))
 	number := map[*kgo.Record]int{}
 	for i, in := range intents {
-		recs[i] = &kgo.Record{Topic: in.kr.Topic, Partition: in.kr.Partition, Key: in.kr.Key, Value: in.kr.Value}
+		recs[i] = &kgo.Record{Topic: d.names.Attempts, Partition: in.part, Key: in.kr.Key, Value: in.kr.Value}
 		number[recs[i]] = in.attempt
 	}
 	pctx, cancel := context.WithTimeout(ctx, readBackTimeout)

@@ -60,10 +60,14 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 		trail = append(trail, rec(i, attempt.OutcomeDelivered))
 	}
 	intent := rec(7, attempt.OutcomeUnknown)
-	intent.Headers = []kgo.RecordHeader{{Key: attempt.IntentHeader}}
+	intent.Topic, intent.Headers = b.names.Intents, []kgo.RecordHeader{{Key: attempt.IntentHeader}}
+	// An intent on the attempts topic, as dispatchers before the intents
+	// topic wrote them, counts too.
+	legacy := rec(9, attempt.OutcomeUnknown)
+	legacy.Headers = []kgo.RecordHeader{{Key: attempt.IntentHeader}}
 	old := rec(8, attempt.OutcomeDelivered)
 	old.Timestamp = time.Now().Add(-2 * time.Minute)
-	trail = append([]*kgo.Record{old}, append(trail, intent)...)
+	trail = append([]*kgo.Record{old}, append(trail, intent, legacy)...)
 	cl := b.cluster.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -89,8 +93,12 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 	require.Equal(t, attempt.OutcomeUnknown, seven[0].Outcome)
 	require.Equal(t, attempt.OutcomeDelivered, seven[1].Outcome)
 	require.Equal(t, attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: 7}, *seven[1].Source)
+	eventually(t, 10*time.Second, func() bool { return len(b.col.attemptsFor(ds[9].ID)) == 2 }, "record 9's attempts")
+	nine := b.col.attemptsFor(ds[9].ID)
+	require.Equal(t, "att_dead_9", nine[0].AttemptID, "the legacy intent, produced again as the attempt record")
+	require.Equal(t, attempt.OutcomeUnknown, nine[0].Outcome)
 	require.Equal(t, 6.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_skipped_total"))
-	require.Equal(t, 1.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_unknown_total"))
+	require.Equal(t, 2.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_unknown_total"))
 
 	// Every request made has its intent, under the attempt record's id.
 	b.col.mu.Lock()
@@ -100,7 +108,7 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 		intents[in.AttemptID] = true
 	}
 	for _, a := range b.col.attempts {
-		if a.AttemptID != "att_dead_7" && a.StatusCode != 0 {
+		if a.AttemptID != "att_dead_7" && a.AttemptID != "att_dead_9" && a.StatusCode != 0 {
 			require.True(t, intents[a.AttemptID], "attempt %s without an intent", a.AttemptID)
 		}
 	}
@@ -269,7 +277,7 @@ func previousOwnersAttempt(t *testing.T, b *bundle, dl *delivery.Delivery) (inte
 		Attempt: 1, Tier: b.names.Deliveries, StartedAt: time.Now(), Outcome: attempt.OutcomeUnknown,
 		NextAction: attempt.NextRetry, Error: attempt.ErrorUnknown,
 		Source: &attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: 0}}
-	intent, err := rec.KafkaRecord(b.names.Attempts)
+	intent, err := rec.KafkaRecord(b.names.Intents)
 	require.NoError(t, err)
 	intent.Partition = 0
 	intent.Headers = []kgo.RecordHeader{{Key: attempt.IntentHeader}}

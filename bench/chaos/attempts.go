@@ -25,11 +25,11 @@ func madeRequest(status int, errorClass string) bool {
 	return status != 0 || !slices.Contains(noRequestClasses, errorClass)
 }
 
-// intentHeader marks a dispatcher's intent record on the attempts topic
-// (issue 33: produced before a request goes on the wire, read back by the
-// dispatcher resuming the partition; the attempt-log writer skips it). It
-// is not an attempt record: a request with only its intent on the topic
-// was in flight.
+// intentHeader marks a dispatcher's intent record (produced before a
+// request goes on the wire, read back by the dispatcher resuming the
+// partition). Dispatchers write them to the intents topic now; older ones
+// wrote them to the attempts topic, where they are skipped: an intent is
+// not an attempt record.
 const intentHeader = "hookd-intent"
 
 func isIntent(r *kgo.Record) bool {

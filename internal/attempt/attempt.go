@@ -41,13 +41,14 @@ const (
 // ErrorUnknown is the error text of an OutcomeUnknown record.
 const ErrorUnknown = "the dispatcher stopped during this request; its outcome is unknown"
 
-// IntentHeader marks an intent record on the attempts topic: produced and
+// IntentHeader marks an intent record on the intents topic: produced and
 // acknowledged before a request goes on the wire, it is the request's
 // OutcomeUnknown attempt record, written in advance. The dispatcher that
 // resumes the partition reads it back and, when no attempt record with
-// its attempt_id follows, produces it again without the header. The
-// attempt-log writer skips records carrying the header without decoding
-// them (IsIntent).
+// its attempt_id follows, produces it to the attempts topic without the
+// header. Dispatchers before the intents topic wrote intents to the
+// attempts topic, and the attempt-log writer skips records carrying the
+// header there without decoding them (IsIntent).
 const IntentHeader = "hookd-intent"
 
 // IsIntent reports whether kr is an intent record (IntentHeader).

@@ -166,6 +166,12 @@ type Names struct {
 	DLQ string
 	// Attempts buffers attempt records on their way to the Postgres log.
 	Attempts string
+	// Intents holds the dispatchers' intent records: one per request,
+	// acknowledged before it goes on the wire, read back only when a
+	// partition is resumed. One partition, so that a produce request
+	// carries one batch of them, and apart from Attempts, so that the
+	// attempt-log writer never fetches them.
+	Intents string
 	// Ops carries operational events such as endpoint.disabled.
 	Ops string
 	// Dedupe is the router's dedupe changelog: compacted, one record per
@@ -183,6 +189,7 @@ func NamesFor(cfg Config) Names {
 		Deliveries: cfg.Prefix + ".deliveries",
 		DLQ:        cfg.Prefix + ".dlq",
 		Attempts:   cfg.Prefix + ".attempts",
+		Intents:    cfg.Prefix + ".intents",
 		Ops:        cfg.Prefix + ".ops",
 		Dedupe:     cfg.Prefix + ".dedupe",
 	}
@@ -222,6 +229,7 @@ func Specs(cfg Config) []Spec {
 	specs = append(specs,
 		Spec{Name: n.DLQ, Partitions: cfg.Partitions, Retention: cfg.DLQRetention},
 		Spec{Name: n.Attempts, Partitions: cfg.Partitions, Retention: cfg.Retention},
+		Spec{Name: n.Intents, Partitions: 1, Retention: cfg.Retention},
 		Spec{Name: n.Ops, Partitions: 1, Retention: cfg.DLQRetention},
 	)
 	return specs

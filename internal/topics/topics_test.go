@@ -48,13 +48,15 @@ func TestProvisionIsIdempotentAndChecksPartitions(t *testing.T) {
 	require.NoError(t, err)
 	for _, info := range infos {
 		require.False(t, info.Missing, info.Name)
-		if info.Name != "webhooks.ops" {
-			require.Equal(t, 6, info.Partitions, info.Name)
+		want := 6
+		if info.Name == "webhooks.ops" || info.Name == "webhooks.intents" {
+			want = 1
 		}
+		require.Equal(t, want, info.Partitions, info.Name)
 	}
-	require.Equal(t, "webhooks.retry.24h", infos[len(infos)-4].Name)
-	require.Equal(t, "192h", infos[len(infos)-4].Retention, "24h tier keeps delay + 7 days")
-	require.Equal(t, "720h", infos[len(infos)-3].Retention, "DLQ keeps 30 days")
+	require.Equal(t, "webhooks.retry.24h", infos[len(infos)-5].Name)
+	require.Equal(t, "192h", infos[len(infos)-5].Retention, "24h tier keeps delay + 7 days")
+	require.Equal(t, "720h", infos[len(infos)-4].Retention, "DLQ keeps 30 days")
 
 	_, err = topics.Provision(ctx, adm(), topics.Config{Partitions: 12})
 	require.ErrorContains(t, err, "topic webhooks.events has 6 partitions but --partitions is 12")
