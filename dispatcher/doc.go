@@ -125,7 +125,7 @@
 // partition count) and names its source (topic, partition, offset).
 // Before a request goes on the wire, its intent record (its attempt record
 // of outcome unknown, written in advance, with the hookd-intent header) is
-// produced to the intents topic by a second client, with a 1ms linger,
+// produced to the intents topic by a second client, without linger,
 // and acknowledged: no request is sent without a trace. The intents topic
 // has one partition, so a produce request carries one batch of them, and
 // the attempt-log writer never fetches them. That wait is
