@@ -46,7 +46,7 @@ type Dispatcher struct {
 	// use (the loop, workCtx) is started before the client.
 	clientReady chan struct{}
 	cl          *kgo.Client
-	// intents produces the intent records (resume.go), without linger:
+	// intents produces the intent records (intents.go), without linger:
 	// they are on a request's path (a 1ms linger raised the p50 of the
 	// http stage at half load from 19 to 31-54 ms in hookbench).
 	intents *kgo.Client
