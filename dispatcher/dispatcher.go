@@ -46,14 +46,10 @@ type Dispatcher struct {
 	// use (the loop, workCtx) is started before the client.
 	clientReady chan struct{}
 	cl          *kgo.Client
-	// intents produces the intent records (intents.go), without linger:
+	// intents produces the intent records (resume.go), without linger:
 	// they are on a request's path (a 1ms linger raised the p50 of the
 	// http stage at half load from 19 to 31-54 ms in hookbench).
 	intents *kgo.Client
-	// intentQ holds the intents for writeIntents (intents.go), which
-	// closes intentsDone when it stops taking them.
-	intentQ     chan *intentReq
-	intentsDone chan struct{}
 	// res is the poll loop's state of the partitions to resume.
 	res resumer
 	// inflight counts the requests started and not completed, per
@@ -109,26 +105,24 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
 	d := &Dispatcher{
-		cfg:         cfg,
-		names:       topics.NamesFor(cfg.Topics),
-		tierOf:      map[string]int{},
-		endpoints:   deps.Endpoints,
-		log:         deps.Logger,
-		clock:       deps.Clock,
-		policy:      policy,
-		m:           m,
-		sender:      newSender(cfg).logging(deps.Logger, cfg.LogDeliveries),
-		kopts:       deps.KafkaOpts,
-		plainOpts:   deps.PlainKafkaOpts,
-		refusals:    refusals{last: map[string]time.Time{}},
-		tracer:      tracing.Active(deps.Tracer),
-		jobs:        make(chan *sched.Item, cfg.Concurrency),
-		intentQ:     make(chan *intentReq, cfg.Concurrency),
-		intentsDone: make(chan struct{}),
-		events:      make(chan event, eventBuffer),
-		calls:       make(chan func()),
-		wake:        make(chan struct{}, 1),
-		loopDone:    make(chan struct{}),
+		cfg:       cfg,
+		names:     topics.NamesFor(cfg.Topics),
+		tierOf:    map[string]int{},
+		endpoints: deps.Endpoints,
+		log:       deps.Logger,
+		clock:     deps.Clock,
+		policy:    policy,
+		m:         m,
+		sender:    newSender(cfg).logging(deps.Logger, cfg.LogDeliveries),
+		kopts:     deps.KafkaOpts,
+		plainOpts: deps.PlainKafkaOpts,
+		refusals:  refusals{last: map[string]time.Time{}},
+		tracer:    tracing.Active(deps.Tracer),
+		jobs:      make(chan *sched.Item, cfg.Concurrency),
+		events:    make(chan event, eventBuffer),
+		calls:     make(chan func()),
+		wake:      make(chan struct{}, 1),
+		loopDone:  make(chan struct{}),
 
 		newClient:     kgo.NewClient,
 		clientReady:   make(chan struct{}),
@@ -307,7 +301,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	defer intents.Close()
 	d.intents = intents
-	go d.writeIntents()
 	cl, err := d.newClient(d.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("dispatcher kafka client: %w", err)
