@@ -1,10 +1,7 @@
 package dispatcher
 
 import (
-	"fmt"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -104,28 +101,6 @@ func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 	}
 	return res
 }
-
-// intend produces the intent record of the request res is about to make
-// and returns once the broker acknowledged it (retrying as produce does):
-// no request goes on the wire without a trace in Kafka. The intent is the
-// request's attempt record of outcome unknown, made in advance, on the
-// intents topic; the dispatcher that resumes the partition after a crash
-// produces it to the attempts topic, without the intent header, if no
-// attempt record with its attempt id followed (resume.go).
-func (d *Dispatcher) intend(r *record, res result) error {
-	rec := attemptRecord(r, res, plan{outcome: attempt.OutcomeUnknown, action: attempt.NextRetry})
-	rec.Error = attempt.ErrorUnknown
-	kr, err := rec.KafkaRecord(d.names.Intents)
-	if err != nil {
-		return fmt.Errorf("encoding intent record: %w", err)
-	}
-	kr.Partition, kr.Headers = 0, intentHeaders
-	_, err = d.produceOn(d.workCtx, d.intents, kr)
-	return err
-}
-
-// intentHeaders mark an intent record; shared, kgo only reads them.
-var intentHeaders = []kgo.RecordHeader{{Key: attempt.IntentHeader}}
 
 // observeSince observes from to now into o, clamping clock skew between
 // the machines (the record's timestamp is its producer's clock) to 0.

@@ -121,15 +121,15 @@ type Config struct {
 	DrainTimeout time.Duration
 	// RevokeTimeout bounds a rebalance's revoke or lost callback as a whole:
 	// waiting for the revoked partitions' requests in flight (three quarters
-	// of it) and committing their watermarks. It must stay well below the
-	// group's rebalance timeout (60s by default). Defaults to 20s.
+	// of it) and committing their watermarks. The group's rebalance
+	// timeout is RevokeTimeout plus 10s. Defaults to 20s.
 	RevokeTimeout time.Duration
 	// SessionTimeout is the consumer-group session timeout: how long the
 	// group waits for a silent member (a dispatcher killed or frozen)
 	// before its partitions, deliveries and tiers together, go to the
 	// others. Shorter than Kafka's 45s default because, until then, the
 	// dead member's endpoints receive nothing; long enough to ride out
-	// pauses (heartbeats go every 3s). The broker must allow it
+	// pauses (heartbeats go every second). The broker must allow it
 	// (group.min.session.timeout.ms, 6s by default). Defaults to 10s.
 	SessionTimeout time.Duration
 	// UserAgent is sent with every request. Defaults to "hookd/<version>".

@@ -46,10 +46,14 @@ type Dispatcher struct {
 	// use (the loop, workCtx) is started before the client.
 	clientReady chan struct{}
 	cl          *kgo.Client
-	// intents produces the intent records (resume.go), without linger:
+	// intents produces the intent records (intents.go), without linger:
 	// they are on a request's path (a 1ms linger raised the p50 of the
 	// http stage at half load from 19 to 31-54 ms in hookbench).
 	intents *kgo.Client
+	// intentQ holds the intents for writeIntents (intents.go), which
+	// closes intentsDone when it stops taking them.
+	intentQ     chan *intentReq
+	intentsDone chan struct{}
 	// res is the poll loop's state of the partitions to resume.
 	res resumer
 	// inflight counts the requests started and not completed, per
@@ -105,24 +109,26 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
 	d := &Dispatcher{
-		cfg:       cfg,
-		names:     topics.NamesFor(cfg.Topics),
-		tierOf:    map[string]int{},
-		endpoints: deps.Endpoints,
-		log:       deps.Logger,
-		clock:     deps.Clock,
-		policy:    policy,
-		m:         m,
-		sender:    newSender(cfg).logging(deps.Logger, cfg.LogDeliveries),
-		kopts:     deps.KafkaOpts,
-		plainOpts: deps.PlainKafkaOpts,
-		refusals:  refusals{last: map[string]time.Time{}},
-		tracer:    tracing.Active(deps.Tracer),
-		jobs:      make(chan *sched.Item, cfg.Concurrency),
-		events:    make(chan event, eventBuffer),
-		calls:     make(chan func()),
-		wake:      make(chan struct{}, 1),
-		loopDone:  make(chan struct{}),
+		cfg:         cfg,
+		names:       topics.NamesFor(cfg.Topics),
+		tierOf:      map[string]int{},
+		endpoints:   deps.Endpoints,
+		log:         deps.Logger,
+		clock:       deps.Clock,
+		policy:      policy,
+		m:           m,
+		sender:      newSender(cfg).logging(deps.Logger, cfg.LogDeliveries),
+		kopts:       deps.KafkaOpts,
+		plainOpts:   deps.PlainKafkaOpts,
+		refusals:    refusals{last: map[string]time.Time{}},
+		tracer:      tracing.Active(deps.Tracer),
+		jobs:        make(chan *sched.Item, cfg.Concurrency),
+		intentQ:     make(chan *intentReq, cfg.Concurrency),
+		intentsDone: make(chan struct{}),
+		events:      make(chan event, eventBuffer),
+		calls:       make(chan func()),
+		wake:        make(chan struct{}, 1),
+		loopDone:    make(chan struct{}),
 
 		newClient:     kgo.NewClient,
 		clientReady:   make(chan struct{}),
@@ -232,6 +238,12 @@ const (
 	fetchMaxPartitionBytes = 64 << 10
 )
 
+// The group's timing besides SessionTimeout (the client options say why).
+const (
+	heartbeatInterval = time.Second
+	rebalanceSlack    = 10 * time.Second
+)
+
 func (d *Dispatcher) clientOpts() []kgo.Opt {
 	manual := map[string]bool{d.names.DLQ: true, d.names.Attempts: true}
 	for _, t := range d.names.Retry {
@@ -255,6 +267,17 @@ func (d *Dispatcher) clientOpts() []kgo.Opt {
 		kgo.ProducerLinger(produceLinger),
 		kgo.ConsumerGroup(d.cfg.Group),
 		kgo.SessionTimeout(d.cfg.SessionTimeout),
+		// A rebalance must end before the first member to rejoin has been
+		// silent for SessionTimeout: the embedded broker (kfake) expires a
+		// member waiting in JoinGroup like a silent one and never answers
+		// its join, which then hangs until the rebalance timeout plus 10s
+		// (TestChaosShortKill9 saw the group stuck for over a minute).
+		// Heartbeats every second start every member's revoke within a
+		// second of the rebalance; a rebalance timeout of RevokeTimeout
+		// plus 10s, not 60s, bounds such a hang. Real Kafka waits for
+		// joining members whatever their session.
+		kgo.HeartbeatInterval(heartbeatInterval),
+		kgo.RebalanceTimeout(d.cfg.RevokeTimeout+rebalanceSlack),
 		kgo.ConsumeTopics(append([]string{d.names.Deliveries}, d.names.Retry...)...),
 		// Range assigns partition i of every topic to the same member when
 		// the topics share a partition count (topics.Provision enforces
@@ -301,6 +324,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	defer intents.Close()
 	d.intents = intents
+	go d.writeIntents()
 	cl, err := d.newClient(d.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("dispatcher kafka client: %w", err)

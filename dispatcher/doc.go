@@ -126,9 +126,11 @@
 // Before a request goes on the wire, its intent record (its attempt record
 // of outcome unknown, written in advance, with the hookd-intent header) is
 // produced to the intents topic by a second client, without linger,
-// and acknowledged: no request is sent without a trace. The intents topic
-// has one partition, so a produce request carries one batch of them, and
-// the attempt-log writer never fetches them. That wait is
+// and acknowledged: no request is sent without a trace. One goroutine
+// writes them (intents.go): the intents of the requests started while one
+// record is produced go into the next, one record for many under load.
+// The intents topic has one partition, so a produce request carries one
+// batch of them, and the attempt-log writer never fetches them. That wait is
 // Kafka's, not the endpoint's: the core is told when the request goes on
 // the wire (Sent), and an endpoint's "no answer for a second" runs from
 // its last answer or send.

@@ -229,13 +229,19 @@ func newCollector(t testing.TB, c *kafkatest.Cluster, names topics.Names) *colle
 				defer col.mu.Unlock()
 				switch r.Topic {
 				case names.Attempts, names.Intents:
+					if attempt.IsIntent(r) {
+						ins, err := attempt.DecodeIntents(r)
+						if err != nil {
+							t.Errorf("bad intent record: %v", err)
+						}
+						for _, in := range ins {
+							col.intents = append(col.intents, in.Record)
+						}
+						return
+					}
 					a, err := attempt.Decode(r)
 					if err != nil {
 						t.Errorf("bad attempt record: %v", err)
-						return
-					}
-					if attempt.IsIntent(r) {
-						col.intents = append(col.intents, a)
 						return
 					}
 					col.attempts = append(col.attempts, a)

@@ -37,6 +37,8 @@ type metrics struct {
 	commits            *prometheus.CounterVec // result
 	// Resuming a partition (resume.go).
 	resumeSkipped, resumeUnknown, resumeFailures prometheus.Counter
+	// Intent records and the intents in them (intents.go).
+	intentRecords, intents prometheus.Counter
 	// stageWait and stageHTTP are the dispatcher's series of the stage
 	// histogram shared by the roles of the process (internal/stage).
 	stageWait, stageHTTP prometheus.Observer
@@ -154,6 +156,10 @@ func newCollectors() *metrics {
 			Help: "Requests a previous owner of a partition sent and never recorded the answer of (it stopped during them), found by their intent records when the partition was assigned: each is logged with outcome unknown and its delivery attempted again."}),
 		resumeFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_failures_total",
 			Help: "Read-backs of the attempts topic that failed when partitions were assigned; their records are attempted again from the committed offset, answered or not."}),
+		intentRecords: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "intent_records_total",
+			Help: "Intent records produced to the intents topic (acknowledged); each carries the intents of the requests started while the one before it was produced."}),
+		intents: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "intents_total",
+			Help: "Intents produced (acknowledged), one per request sent: intents_total / intent_records_total is the batch size."}),
 	}
 }
 
@@ -161,7 +167,7 @@ func newCollectors() *metrics {
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.latency, m.inFlight, m.breakers, m.breakerTransitions,
 		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.fairShareWaits, m.fairShareDeferred, m.activeAccounts, m.produceErrors, m.malformed, m.commits,
-		m.resumeSkipped, m.resumeUnknown, m.resumeFailures} {
+		m.resumeSkipped, m.resumeUnknown, m.resumeFailures, m.intentRecords, m.intents} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -215,12 +215,14 @@ type readBackResult struct {
 	unknown []intent
 }
 
-// intent is an intent record read back.
+// intent is an intent read back.
 type intent struct {
-	kr      *kgo.Record
-	part    int32 // its source's partition: where its attempt record goes
-	attempt int
-	started time.Time // its request's, on its owner's clock
+	kr         *kgo.Record // its intent record
+	index      int         // its place in kr
+	key, value []byte      // its attempt record's
+	part       int32       // its source's partition: where its attempt record goes
+	attempt    int
+	started    time.Time // its request's, on its owner's clock
 }
 
 // topicPart is a partition read back.
@@ -399,20 +401,20 @@ type readBackState struct {
 	answered map[sched.Partition]map[int64]bool
 }
 
-// add takes one attempts record: of a partition being resumed, an intent
-// is kept until its attempt record comes (the same attempt id), and an
-// attempt record but an unknown one marks its source answered.
+// add takes one record read back: of a partition being resumed, an
+// intent is kept until its attempt record comes (the same attempt id),
+// and an attempt record but an unknown one marks its source answered.
 func (s *readBackState) add(kr *kgo.Record) {
+	if attempt.IsIntent(kr) {
+		s.addIntents(kr)
+		return
+	}
 	r, err := attempt.Decode(kr)
 	if err != nil || r.Source == nil {
 		return // not storable, or from a dispatcher before sources
 	}
 	src := sched.Partition{Topic: r.Source.Topic, Partition: r.Source.Partition}
 	if _, ok := s.starts[src]; !ok {
-		return
-	}
-	if attempt.IsIntent(kr) {
-		s.intents[r.AttemptID] = intent{kr: kr, part: src.Partition, attempt: r.Attempt, started: r.StartedAt}
 		return
 	}
 	s.seen[r.AttemptID] = true
@@ -426,6 +428,26 @@ func (s *readBackState) add(kr *kgo.Record) {
 		s.answered[src] = map[int64]bool{}
 	}
 	s.answered[src][r.Source.Offset] = true
+}
+
+// addIntents keeps the intents of kr (an intent record) for the
+// partitions being resumed.
+func (s *readBackState) addIntents(kr *kgo.Record) {
+	ins, err := attempt.DecodeIntents(kr)
+	if err != nil {
+		return // not storable
+	}
+	for i, in := range ins {
+		if in.Source == nil {
+			continue // from a dispatcher before sources
+		}
+		src := sched.Partition{Topic: in.Source.Topic, Partition: in.Source.Partition}
+		if _, ok := s.starts[src]; !ok {
+			continue
+		}
+		s.intents[in.AttemptID] = intent{kr: kr, index: i, key: []byte(in.DeliveryID), value: in.Value,
+			part: src.Partition, attempt: in.Attempt, started: in.StartedAt}
+	}
 }
 
 // pendingUntil is how long an intent without its attempt record may
@@ -467,9 +489,9 @@ func (s *readBackState) result() readBackResult {
 		}
 	}
 	// In the order they were written: by topic (attempts first, from older
-	// dispatchers), then offset.
+	// dispatchers), then offset and place in the record.
 	slices.SortFunc(out.unknown, func(a, b intent) int {
-		return cmp.Or(cmp.Compare(a.kr.Topic, b.kr.Topic), cmp.Compare(a.kr.Offset, b.kr.Offset))
+		return cmp.Or(cmp.Compare(a.kr.Topic, b.kr.Topic), cmp.Compare(a.kr.Offset, b.kr.Offset), cmp.Compare(a.index, b.index))
 	})
 	return out
 }
@@ -487,7 +509,7 @@ func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent) {
 	recs := make([]*kgo.Record, len(intents))
 	number := map[*kgo.Record]int{}
 	for i, in := range intents {
-		recs[i] = &kgo.Record{Topic: d.names.Attempts, Partition: in.part, Key: in.kr.Key, Value: in.kr.Value}
+		recs[i] = &kgo.Record{Topic: d.names.Attempts, Partition: in.part, Key: in.key, Value: in.value}
 		number[recs[i]] = in.attempt
 	}
 	pctx, cancel := context.WithTimeout(ctx, readBackTimeout)

@@ -59,8 +59,15 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 	for i := 1; i <= 6; i++ {
 		trail = append(trail, rec(i, attempt.OutcomeDelivered))
 	}
-	intent := rec(7, attempt.OutcomeUnknown)
-	intent.Topic, intent.Headers = b.names.Intents, []kgo.RecordHeader{{Key: attempt.IntentHeader}}
+	// One intent record for the requests of 6 (answered) and 7 (not).
+	var both []*attempt.Record
+	for _, i := range []int{6, 7} {
+		r, err := attempt.Decode(rec(i, attempt.OutcomeUnknown))
+		require.NoError(t, err)
+		both = append(both, r)
+	}
+	intent, err := attempt.IntentBatch(b.names.Intents, both)
+	require.NoError(t, err)
 	// An intent on the attempts topic, as dispatchers before the intents
 	// topic wrote them, counts too.
 	legacy := rec(9, attempt.OutcomeUnknown)
@@ -99,6 +106,8 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 	require.Equal(t, attempt.OutcomeUnknown, nine[0].Outcome)
 	require.Equal(t, 6.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_skipped_total"))
 	require.Equal(t, 2.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_unknown_total"))
+	require.GreaterOrEqual(t, metrictest.Value(t, reg, "hookd_dispatcher_intents_total"), 4.0, "one intent per request")
+	require.GreaterOrEqual(t, metrictest.Value(t, reg, "hookd_dispatcher_intent_records_total"), 1.0)
 
 	// Every request made has its intent, under the attempt record's id.
 	b.col.mu.Lock()

@@ -42,8 +42,9 @@ const (
 const ErrorUnknown = "the dispatcher stopped during this request; its outcome is unknown"
 
 // IntentHeader marks an intent record on the intents topic: produced and
-// acknowledged before a request goes on the wire, it is the request's
-// OutcomeUnknown attempt record, written in advance. The dispatcher that
+// acknowledged before a request goes on the wire, it holds the request's
+// OutcomeUnknown attempt record, written in advance (a JSON array of
+// several requests' records, IntentBatch, or one record). The dispatcher that
 // resumes the partition reads it back and, when no attempt record with
 // its attempt_id follows, produces it to the attempts topic without the
 // header. Dispatchers before the intents topic wrote intents to the
