@@ -37,6 +37,7 @@ type metrics struct {
 	commits            *prometheus.CounterVec // result
 	// Resuming a partition (resume.go).
 	resumeSkipped, resumeUnknown, resumeFailures prometheus.Counter
+	resumeSeconds                                prometheus.Histogram
 	// Intent records and the intents in them (intents.go).
 	intentRecords, intents prometheus.Counter
 	// stageWait and stageHTTP are the dispatcher's series of the stage
@@ -156,6 +157,9 @@ func newCollectors() *metrics {
 			Help: "Requests a previous owner of a partition sent and never recorded the answer of (it stopped during them), found by their intent records when the partition was assigned: each is logged with outcome unknown and its delivery attempted again."}),
 		resumeFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "resume_failures_total",
 			Help: "Read-backs of the attempts topic that failed when partitions were assigned; their records are attempted again from the committed offset, answered or not."}),
+		resumeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "resume_seconds",
+			Help:    "How long resuming newly assigned partitions held their first records: the wait for this process's requests still in flight on them plus the read-back of the attempts and intents topics. The poll, and so the next rebalance, waits for it.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
 		intentRecords: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "intent_records_total",
 			Help: "Intent records produced to the intents topic (acknowledged); each carries the intents of the requests started while the one before it was produced."}),
 		intents: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "intents_total",
@@ -167,7 +171,7 @@ func newCollectors() *metrics {
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.latency, m.inFlight, m.breakers, m.breakerTransitions,
 		m.held, m.lag, m.tierWaiting, m.tierOldestDue, m.tierLateness, m.rateLimited, m.fairShareWaits, m.fairShareDeferred, m.activeAccounts, m.produceErrors, m.malformed, m.commits,
-		m.resumeSkipped, m.resumeUnknown, m.resumeFailures, m.intentRecords, m.intents} {
+		m.resumeSkipped, m.resumeUnknown, m.resumeFailures, m.resumeSeconds, m.intentRecords, m.intents} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -140,10 +140,12 @@ func (f *inflight) wait(ctx context.Context, starts map[sched.Partition]time.Tim
 func (d *Dispatcher) resume(ctx context.Context, recs []sched.Record) {
 	starts := d.resumeStarts(recs)
 	if len(starts) > 0 {
+		begun := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, readBackTimeout)
 		d.inflight.wait(wctx, starts)
 		cancel()
 		found, err := d.readBack(ctx, starts)
+		d.m.resumeSeconds.Observe(time.Since(begun).Seconds())
 		d.res.mu.Lock()
 		for p := range starts {
 			delete(d.res.fresh, p)

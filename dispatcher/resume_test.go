@@ -106,6 +106,7 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 	require.Equal(t, attempt.OutcomeUnknown, nine[0].Outcome)
 	require.Equal(t, 6.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_skipped_total"))
 	require.Equal(t, 2.0, metrictest.Value(t, reg, "hookd_dispatcher_resume_unknown_total"))
+	require.GreaterOrEqual(t, metrictest.Value(t, reg, "hookd_dispatcher_resume_seconds"), 1.0, "the read-back timed")
 	require.GreaterOrEqual(t, metrictest.Value(t, reg, "hookd_dispatcher_intents_total"), 4.0, "one intent per request")
 	require.GreaterOrEqual(t, metrictest.Value(t, reg, "hookd_dispatcher_intent_records_total"), 1.0)
 

@@ -1,5 +1,6 @@
 // Package metrictest reads one series from a Prometheus registry, for
-// tests: the one helper hookd's tests share to check a counter or gauge.
+// tests: the one helper hookd's tests share to check a counter, a gauge or
+// a histogram's count.
 //
 // Internal: only hookd's own packages can import it.
 package metrictest
@@ -11,8 +12,8 @@ import (
 )
 
 // Value returns the value of the counter or gauge name whose label values
-// are labels, in the order the metric declares its labels; an absent
-// series reads as 0.
+// are labels, in the order the metric declares its labels, or the sample
+// count of such a histogram; an absent series reads as 0.
 func Value(t testing.TB, reg prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -32,7 +33,7 @@ func Value(t testing.TB, reg prometheus.Gatherer, name string, labels ...string)
 				match = match && l.GetValue() == labels[i]
 			}
 			if match {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}
