@@ -190,12 +190,24 @@ func TestAttemptHoursFoldFailureKeepsDeltas(t *testing.T) {
 	require.NoError(t, err)
 	failed := make(chan error, 1)
 	go func() { _, err := db.Store.FoldAttemptHours(ctx); failed <- err }()
+	// The fold's session is the one client backend the locker blocks (by
+	// pid, not by query text: an autovacuum worker's text names the table
+	// too). A fold that ended before it waited fails the test with its
+	// result rather than a timeout.
 	var terminated bool
+	var early error
 	wait.For(t, 30*time.Second, "the fold to wait for the row lock and be terminated", func() bool {
+		select {
+		case err := <-failed:
+			early = err
+			return true
+		default:
+		}
 		require.NoError(t, locker.QueryRow(ctx, `SELECT COALESCE(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%attempt_hours_pending%'`).Scan(&terminated))
+			WHERE datname = current_database() AND backend_type = 'client backend' AND pg_backend_pid() = ANY (pg_blocking_pids(pid))`).Scan(&terminated))
 		return terminated
 	})
+	require.False(t, early != nil || !terminated, "the fold ended before it waited for the row lock: %v", early)
 	require.Error(t, <-failed)
 	require.NoError(t, tx.Rollback(ctx))
 
