@@ -17,8 +17,11 @@ import (
 // starts and one INFO when it ends, however many retries it lasts; the
 // errors in between log at DEBUG. An outage ends at the first sign of a
 // working broker: a poll that returned records and no error, or a commit
-// that succeeded. It is safe for concurrent use: kgo reports autocommits
-// from its own goroutine.
+// that succeeded while fetches have been quiet for fetchQuiet. A commit
+// alone does not prove that fetches work: when only fetches fail, the
+// autocommit goes on succeeding between them, and ending the outage there
+// logged one fault as several. It is safe for concurrent use: kgo reports
+// autocommits from its own goroutine.
 type kafkaHealth struct {
 	logger *slog.Logger
 	clock  clock.Clock
@@ -30,7 +33,14 @@ type kafkaHealth struct {
 	errs  int
 	// ended is when the last outage ended.
 	ended time.Time
+	// fetchErr is when a fetch last failed.
+	fetchErr time.Time
 }
+
+// fetchQuiet is how long after a fetch error a successful commit may end
+// an outage. kgo retries a failing fetch within a second (its backoff),
+// so a fetch that still fails reports again well within it.
+const fetchQuiet = 5 * time.Second
 
 // resetGrace is how long after an outage a partition reset the client
 // reports (kgo.ErrDataLoss) is taken as that outage's doing, an INFO, not
@@ -57,10 +67,23 @@ func newKafkaHealth(logger *slog.Logger, clk clock.Clock, up prometheus.Gauge) *
 	return &kafkaHealth{logger: logger, clock: clk, up: up}
 }
 
-// failed records one Kafka error; what names the operation that failed.
+// fetchFailed records one fetch error; what names the partition.
+func (k *kafkaHealth) fetchFailed(ctx context.Context, what string, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.fetchErr = k.clock.Now()
+	k.failedLocked(ctx, what, err)
+}
+
+// failed records one Kafka error other than a fetch's; what names the
+// operation that failed.
 func (k *kafkaHealth) failed(ctx context.Context, what string, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.failedLocked(ctx, what, err)
+}
+
+func (k *kafkaHealth) failedLocked(ctx context.Context, what string, err error) {
 	if k.down {
 		k.errs++
 		k.logger.DebugContext(ctx, "kafka still failing", "during", what, "error", err)
@@ -72,10 +95,26 @@ func (k *kafkaHealth) failed(ctx context.Context, what string, err error) {
 		"during", what, "error", err)
 }
 
-// ok records a sign of a working broker, ending the outage if there is one.
-func (k *kafkaHealth) ok(ctx context.Context) {
+// fetched records a poll that returned records and no error: the broker
+// works, ending the outage if there is one.
+func (k *kafkaHealth) fetched(ctx context.Context) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.endLocked(ctx)
+}
+
+// committed records a successful offset commit, which ends an outage
+// unless a fetch failed within fetchQuiet.
+func (k *kafkaHealth) committed(ctx context.Context) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.clock.Now().Sub(k.fetchErr) < fetchQuiet {
+		return
+	}
+	k.endLocked(ctx)
+}
+
+func (k *kafkaHealth) endLocked(ctx context.Context) {
 	if !k.down {
 		return
 	}

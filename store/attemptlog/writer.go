@@ -411,7 +411,7 @@ func (w *Writer) records(ctx context.Context, kh *kafkaHealth, fetches kgo.Fetch
 			return
 		}
 		fetchErr = true
-		kh.failed(ctx, fmt.Sprintf("fetching %s/%d", topic, partition), err)
+		kh.fetchFailed(ctx, fmt.Sprintf("fetching %s/%d", topic, partition), err)
 	})
 	now := time.Now()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -421,7 +421,7 @@ func (w *Writer) records(ctx context.Context, kh *kafkaHealth, fetches kgo.Fetch
 	})
 	recs := fetches.Records()
 	if len(recs) > 0 && !fetchErr {
-		kh.ok(ctx)
+		kh.fetched(ctx)
 	}
 	return recs
 }
@@ -594,7 +594,7 @@ func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
 func (w *Writer) committed(ctx context.Context, kh *kafkaHealth, err error) {
 	switch {
 	case err == nil:
-		kh.ok(ctx)
+		kh.committed(ctx)
 	case errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed):
 	default:
 		w.m.commitErrors.Inc()
