@@ -15,14 +15,19 @@ import (
 	"github.com/hookd/hookd/internal/clock/fakeclock"
 )
 
+// testHealth is a kafkaHealth on a fake clock, logging into its buffer.
+func testHealth() (*kafkaHealth, *bytes.Buffer, *fakeclock.Clock) {
+	buf := &bytes.Buffer{}
+	clk := fakeclock.New(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "up"})
+	return newKafkaHealth(slog.New(slog.NewTextHandler(buf, nil)), clk, up), buf, clk
+}
+
 // A partition reset the client reports is a WARN of its own when nothing
 // else is wrong, and an INFO during an outage or just after it (its likely
 // cause); it never starts an outage.
 func TestKafkaHealthPartitionResets(t *testing.T) {
-	var buf bytes.Buffer
-	clk := fakeclock.New(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
-	up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "up"})
-	kh := newKafkaHealth(slog.New(slog.NewTextHandler(&buf, nil)), clk, up)
+	kh, buf, clk := testHealth()
 	ctx := context.Background()
 	loss := &kgo.ErrDataLoss{Topic: "webhooks.attempts", Partition: 2, ConsumedTo: 47}
 	last := func() string {
@@ -62,10 +67,7 @@ func TestKafkaHealthPartitionResets(t *testing.T) {
 // not end the outage: it is one WARN and one INFO, however the two
 // interleave. A commit ends it once fetches have been quiet for a while.
 func TestKafkaHealthFetchOutageOutlivesCommits(t *testing.T) {
-	var buf bytes.Buffer
-	clk := fakeclock.New(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
-	up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "up"})
-	kh := newKafkaHealth(slog.New(slog.NewTextHandler(&buf, nil)), clk, up)
+	kh, buf, clk := testHealth()
 	ctx := context.Background()
 
 	kh.fetchFailed(ctx, "fetching webhooks.attempts/0", errors.New("UNKNOWN_SERVER_ERROR"))
