@@ -38,8 +38,9 @@ type kafkaHealth struct {
 }
 
 // fetchQuiet is how long after a fetch error a successful commit may end
-// an outage. kgo retries a failing fetch within a second (its backoff),
-// so a fetch that still fails reports again well within it.
+// an outage. kgo retries a failing fetch after at most a second
+// (kafkaconn caps its retry backoff there), so a fetch that still fails
+// reports again well within it.
 const fetchQuiet = 5 * time.Second
 
 // resetGrace is how long after an outage a partition reset the client
