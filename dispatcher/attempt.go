@@ -18,11 +18,37 @@ import (
 // 4.9% of the CPU with a goroutine per request, 1.5% with these). The
 // loop never waits on jobs: at most Concurrency requests are started and
 // not ended, and jobs holds as many.
+//
+// Each requester also keeps requesterStack bytes of its stack in use,
+// for net/http's HTTP/2 client: it writes every request from a goroutine
+// of its own, which the runtime starts with the average stack in use at
+// the last GC (adaptivestackstart). Left alone that average is about
+// 3 KiB here, so every such goroutine started with 4 KiB and copied its
+// whole stack once TLS encryption went deeper (runtime.newstack: 8% of the
+// CPU of BenchmarkDispatcher/https-h2). The requesters' reserve lifts the
+// average so that those goroutines start with 8 KiB, which is enough.
+// franz-go's growStack (kgo) and CockroachDB's growstack pre-grow their
+// own goroutines for the same reason; this goroutine is net/http's, so
+// only its starting size can be moved. docs/benchmarks.md has the figures.
 func (d *Dispatcher) requester() {
+	var reserve [requesterStack]byte
+	holdStack(&reserve)
 	for it := range d.jobs {
 		d.request(it)
 	}
 }
+
+// requesterStack is what each requester keeps of its stack in use: with
+// the 256 requesters of the default Concurrency it brings the dispatcher's
+// average stack in use over 4 KiB (the runtime then starts goroutines with
+// 8 KiB); 8 KiB overshoots to 16 KiB starts.
+const requesterStack = 4 << 10
+
+// holdStack keeps *b on the caller's frame (a pointer that does not
+// escape, to a function the compiler cannot see through).
+//
+//go:noinline
+func holdStack(b *[requesterStack]byte) { b[0] = 1 }
 
 // request makes it's attempt, hands the loop its end (its slots are
 // free) and finishes the record (finish.go), which hands the loop its

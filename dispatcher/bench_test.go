@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,6 +285,11 @@ func measure(b *testing.B, p *peer, reqs *kafkaRequests, run func()) (cpu time.D
 	b.ReportMetric(float64(after.CPUMicros-before.CPUMicros)/n, "peer_us/delivery")
 	b.ReportMetric(float64(after.Conns-before.Conns)/n, "conns/delivery")
 	b.ReportMetric(n/elapsed.Seconds(), "deliveries/s")
+	// What the runtime starts goroutines with (requesterStack says why it
+	// matters): 8192 when the requesters' reserve works.
+	ss := []metrics.Sample{{Name: "/gc/stack/starting-size:bytes"}}
+	metrics.Read(ss)
+	b.ReportMetric(float64(ss[0].Value.Uint64()), "start_stack_bytes")
 	if after.P99Millis > 0 {
 		b.ReportMetric(after.P50Millis, "p50_ms")
 		b.ReportMetric(after.P99Millis, "p99_ms")
