@@ -114,9 +114,11 @@ var attemptInColumns = []string{
 // copyAttemptsIn stages a batch (attemptCopy's stream).
 var copyAttemptsIn = `COPY hookd_attempts_in (` + strings.Join(attemptInColumns, ", ") + `) FROM STDIN (FORMAT binary)`
 
-// The staging table lives as long as the connection and empties itself at
-// every commit, so a batch costs no catalog churn.
-const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
+// The staging tables live as long as the connection and empty themselves
+// at every commit, so a batch costs no catalog churn: hookd_attempts_in
+// holds the batch's attempts, hookd_positions_in its delivery records'
+// positions (records.go). One statement creates both, in one round trip.
+const createStaging = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
 	attempt_id text NOT NULL, delivery_id text NOT NULL, event_id text NOT NULL, event_type text NOT NULL,
 	endpoint_id text NOT NULL, account text NOT NULL, event_created_at timestamptz NOT NULL,
 	attempt integer NOT NULL, tier text NOT NULL, started_at timestamptz NOT NULL, duration_ms integer NOT NULL,
@@ -124,6 +126,9 @@ const createAttemptIn = `CREATE TEMP TABLE IF NOT EXISTS hookd_attempts_in (
 	next_action text NOT NULL, next_due_at timestamptz, dead_reason text, dlq_topic text, dlq_partition integer,
 	dlq_offset bigint, replay_id text, destination text, body_sha256 text, fresh boolean NOT NULL DEFAULT true, foreign_account text,
 	inline boolean NOT NULL DEFAULT true, d_exists boolean NOT NULL DEFAULT false
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS hookd_positions_in (
+	id text NOT NULL, account text NOT NULL, topic text NOT NULL, part integer NOT NULL, off bigint NOT NULL
 ) ON COMMIT DELETE ROWS`
 
 // attemptRowColumns are the columns of the attempt log (webhooks.attempt_rows,
@@ -311,7 +316,7 @@ SELECT s.delivery_id, s.event_id, s.endpoint_id, s.account, s.event_type, COALES
 	CASE WHEN s.new_status = 'delivered' THEN s.finished_at END,
 	CASE WHEN s.new_status IS NOT NULL THEN s.started_at END,
 	` + inlineValues + `, pos.topic, pos.part, pos.off
-FROM src s LEFT JOIN (` + batchPositions + `) pos ON pos.id = s.delivery_id AND pos.account = s.account
+FROM src s LEFT JOIN (` + stagedPositions + `) pos ON pos.id = s.delivery_id AND pos.account = s.account
 ORDER BY s.delivery_id`
 }
 
@@ -556,11 +561,15 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	if _, err := tx.Exec(ctx, createAttemptIn); err != nil {
+	if _, err := tx.Exec(ctx, createStaging); err != nil {
 		return res, wrapWriteError("creating attempt staging table", err)
 	}
 	if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(staged), copyAttemptsIn); err != nil {
 		return res, wrapWriteError("copying attempts", err)
+	}
+	positions, err := stagePositions(ctx, tx, p.Pending)
+	if err != nil {
+		return res, err
 	}
 	// The pending rows with no attempt of their account in the batch come
 	// first, as a lone pending batch would, so that the account checks see
@@ -599,13 +608,9 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 			{"updating failing_since", updateFailingSince},
 			{"staging the hourly rollup's deltas", stageAttemptHours},
 		} {
-			args := []any{planEach}
-			if step.sql == insertDeliveriesSQL[oneEach] {
-				// The rows inserted here hold their record's position from
-				// the start: no second write (recordPositions finds none).
-				args = append(args, positionArgs(p.Pending)...)
-			}
-			if _, err := tx.Exec(ctx, step.sql, args...); err != nil {
+			// The rows inserted here hold their record's position from
+			// the start (stagedPositions): no second write.
+			if _, err := tx.Exec(ctx, step.sql, planEach); err != nil {
 				if isUniqueViolation(err) && step.sql == insertDeliveriesSQL[oneEach] {
 					return res, &writeStepError{msg: "creating delivery rows: another writer created one meanwhile (" + oneLine(err) + "); retrying finds it", err: err}
 				}
@@ -625,7 +630,7 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 		return res, err
 	}
 	res.Mismatched = append(res.Mismatched, pm...)
-	if err := recordPositions(ctx, tx, p.Pending); err != nil {
+	if err := recordPositions(ctx, tx, positions); err != nil {
 		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -31,9 +31,10 @@ func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDeliver
 	return err
 }
 
-// WritePendingDeliveries writes one 'pending' row per delivery in a single
-// statement (one round trip for the whole batch). A row that exists already
-// is left alone: the attempt-log writer may have written a later status
+// WritePendingDeliveries writes one 'pending' row per delivery in one
+// transaction: one statement for the rows, one for the positions of the
+// rows that existed without one. A row that exists already is otherwise
+// left alone: the attempt-log writer may have written a later status
 // first, and a re-read of the same events must not reset it.
 //
 // It returns the rows whose account is not the account of their endpoint id
@@ -42,11 +43,32 @@ func (s *Store) InsertPendingDeliveries(ctx context.Context, ds []PendingDeliver
 // are written as their own account's rows, which never list under that
 // endpoint (ListDeliveries scopes by the endpoint's account).
 func (s *Store) WritePendingDeliveries(ctx context.Context, ds []PendingDelivery) ([]AccountMismatch, error) {
-	ms, err := writePending(ctx, s.pool, ds, pendingAll)
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, wrapWriteError("beginning pending batch", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, createStaging); err != nil {
+		return nil, wrapWriteError("creating staging tables", err)
+	}
+	positions, err := stagePositions(ctx, tx, ds)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := writePending(ctx, tx, ds, pendingAll)
 	if err != nil {
 		return ms, err
 	}
-	return ms, recordPositions(ctx, s.pool, ds)
+	if err := recordPositions(ctx, tx, positions); err != nil {
+		return ms, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, wrapWriteError("committing pending batch", err)
+	}
+	return ms, nil
 }
 
 // rowsQuerier is a pool or a transaction.

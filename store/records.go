@@ -1,59 +1,79 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// execer is a pool or a transaction.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
+// copyPositionsIn stages a batch's record positions (positionCopy's
+// stream) in hookd_positions_in (createStaging). Binary COPY rather than
+// arrays as statement arguments: the arrays cost the writer their text
+// encoding and Postgres their parsing, twice a batch.
+const copyPositionsIn = `COPY hookd_positions_in (id, account, topic, part, off) FROM STDIN (FORMAT binary)`
 
-// batchPositions is, as a subquery, the record positions of a batch's
-// pending rows given as positionArgs ($1..$5): one per delivery and
-// account, the lowest offset (a batch may hold a record and its replay).
-const batchPositions = `SELECT DISTINCT ON (id, account) id, account, topic, part, off
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[]) AS u(id, account, topic, part, off)
-	ORDER BY id, account, off`
-
-// positionArgs are the arguments of batchPositions: the known positions
-// of ds.
-func positionArgs(ds []PendingDelivery) []any {
-	ids, accounts, topics := []string{}, []string{}, []string{}
-	parts, offsets := []int32{}, []int64{}
+// stagePositions stages the known positions of ds and returns how many
+// there are.
+func stagePositions(ctx context.Context, tx pgx.Tx, ds []PendingDelivery) (int, error) {
+	c := newCopyBinary(len(ds) * 96)
+	n := 0
 	for _, d := range ds {
 		if d.Topic == "" {
 			continue
 		}
-		ids, accounts, topics = append(ids, d.ID), append(accounts, d.Account), append(topics, d.Topic)
-		parts, offsets = append(parts, d.Partition), append(offsets, d.Offset)
+		n++
+		c.tuple(5)
+		c.text(d.ID)
+		c.text(d.Account)
+		c.text(d.Topic)
+		c.int4(d.Partition)
+		c.int8(d.Offset)
 	}
-	return []any{ids, accounts, topics, parts, offsets}
+	if n == 0 {
+		return 0, nil
+	}
+	if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(c.end()), copyPositionsIn); err != nil {
+		return 0, wrapWriteError(fmt.Sprintf("staging the positions of %d delivery records", n), err)
+	}
+	return n, nil
 }
 
-// recordPositions writes where each delivery's record is on the deliveries
-// topic into the rows that have none yet: rows created before their
-// record was read (or before hookd kept positions). Rows inserted with
-// their position (writePending, insertDeliveries) are not written again.
-// The first record read (the router's, a test event's) keeps its place; a
-// replayed copy never moves it. Only the row of the record's own account
-// is touched.
-func recordPositions(ctx context.Context, q execer, ds []PendingDelivery) error {
-	args := positionArgs(ds)
-	if len(args[0].([]string)) == 0 {
+// stagedPositions is, as a subquery, the staged record positions: one per
+// delivery and account, the lowest offset (a batch may hold a record and
+// its replay).
+const stagedPositions = `SELECT DISTINCT ON (id, account) id, account, topic, part, off FROM hookd_positions_in p
+	ORDER BY id, account, off`
+
+// recordPositionsSQL writes the staged positions into the rows that have
+// none yet: rows created before their record was read (or before hookd
+// kept positions). The first record read (the router's, a test event's)
+// keeps its place; a replayed copy never moves it. Only the row of the
+// record's own account is touched. The rows the batch inserted from its
+// attempts (insertDeliveries: fresh, their own account's, no row before)
+// hold their position already and are left out before the join: probing
+// each of them again cost Postgres more than any other step of a batch
+// (BenchmarkWriterPostgresWrites, 2026-12-06). = ANY (ARRAY(...)) keeps
+// the rest to index probes: joined, the planner scanned the whole table.
+const recordPositionsSQL = `WITH t AS MATERIALIZED (
+	SELECT DISTINCT ON (id, account) id, account, topic, part, off FROM hookd_positions_in p
+	WHERE NOT EXISTS (SELECT 1 FROM hookd_attempts_in a WHERE a.delivery_id = p.id AND a.account = p.account
+		AND a.fresh AND NOT a.d_exists AND a.foreign_account IS NULL)
+	ORDER BY id, account, off
+)
+UPDATE webhooks.deliveries d SET record_topic = t.topic, record_partition = t.part, record_offset = t.off
+FROM t
+WHERE d.id = ANY (ARRAY(SELECT id FROM t)) AND d.id = t.id AND d.account = t.account AND d.record_topic IS NULL`
+
+// recordPositions runs recordPositionsSQL when n positions are staged.
+func recordPositions(ctx context.Context, tx pgx.Tx, n int) error {
+	if n == 0 {
 		return nil
 	}
-	_, err := q.Exec(ctx, `UPDATE webhooks.deliveries d
-		SET record_topic = t.topic, record_partition = t.part, record_offset = t.off
-		FROM (`+batchPositions+`) t
-		WHERE d.id = t.id AND d.account = t.account AND d.record_topic IS NULL`, args...)
-	if err != nil {
-		return wrapWriteError(fmt.Sprintf("recording the positions of %d delivery records", len(ds)), err)
+	if _, err := tx.Exec(ctx, recordPositionsSQL, planEach); err != nil {
+		return wrapWriteError(fmt.Sprintf("recording the positions of %d delivery records", n), err)
 	}
 	return nil
 }
