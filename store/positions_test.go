@@ -45,7 +45,9 @@ func TestWriteAttemptsRecordPositions(t *testing.T) {
 		_, err := db.Store.WriteAttempts(ctx, store.WriteAttemptsParams{Records: recs, Pending: ps, Now: t0, DisableAfter: 72 * time.Hour})
 		require.NoError(t, err)
 	}
-	retry := func(d string, n int) *attempt.Record { return rec(d, "ep1", n, attempt.OutcomeRetry, attempt.NextRetry) }
+	retry := func(d string, n int) *attempt.Record {
+		return rec(d, "ep1", n, attempt.OutcomeRetry, attempt.NextRetry)
+	}
 
 	// A record and its attempt in one batch: the row is inserted with it;
 	// of two copies in the batch, the lower offset counts.
