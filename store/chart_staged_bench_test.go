@@ -22,12 +22,7 @@ func BenchmarkPortalChartStaged(b *testing.B) {
 	db := pgtest.New(b)
 	ctx := context.Background()
 	const endpoints, batches, size = 1000, 30, 1500
-	for i := range endpoints {
-		if _, err := db.Store.Pool().Exec(ctx, `INSERT INTO webhooks.endpoints (id, account, url, secrets)
-			VALUES ($1, 'acct_1', 'https://example.com/hook', '{whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}')`, fmt.Sprintf("ep%d", i)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	addEndpoints(b, db, endpoints)
 	now := time.Now().UTC()
 	seq := 0
 	for range batches {
@@ -79,12 +74,7 @@ func BenchmarkFoldAttemptHours(b *testing.B) {
 	db := pgtest.New(b)
 	ctx := context.Background()
 	const endpoints, batches, size = 1000, 30, 1500
-	for i := range endpoints {
-		if _, err := db.Store.Pool().Exec(ctx, `INSERT INTO webhooks.endpoints (id, account, url, secrets)
-			VALUES ($1, 'acct_1', 'https://example.com/hook', '{whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}')`, fmt.Sprintf("ep%d", i)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	addEndpoints(b, db, endpoints)
 	now := time.Now().UTC()
 	seq := 0
 	stage := func() {
@@ -117,4 +107,15 @@ func BenchmarkFoldAttemptHours(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batches*size), "µs/attempt")
+}
+
+// addEndpoints registers endpoints ep0 .. ep<n-1> of acct_1.
+func addEndpoints(b *testing.B, db *pgtest.DB, n int) {
+	b.Helper()
+	for i := range n {
+		if _, err := db.Store.Pool().Exec(context.Background(), `INSERT INTO webhooks.endpoints (id, account, url, secrets)
+			VALUES ($1, 'acct_1', 'https://example.com/hook', '{whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}')`, fmt.Sprintf("ep%d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// copyPositionsIn stages a batch's record positions (positionCopy's
+// copyPositionsIn stages a batch's record positions (stagePositions's
 // stream) in hookd_positions_in (createStaging). Binary COPY rather than
 // arrays as statement arguments: the arrays cost the writer their text
 // encoding and Postgres their parsing, twice a batch.
