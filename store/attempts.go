@@ -316,7 +316,7 @@ SELECT s.delivery_id, s.event_id, s.endpoint_id, s.account, s.event_type, COALES
 	CASE WHEN s.new_status = 'delivered' THEN s.finished_at END,
 	CASE WHEN s.new_status IS NOT NULL THEN s.started_at END,
 	` + inlineValues + `, pos.topic, pos.part, pos.off
-FROM src s LEFT JOIN (` + stagedPositions + `) pos ON pos.id = s.delivery_id AND pos.account = s.account
+FROM src s LEFT JOIN (` + stagedPositions("true") + `) pos ON pos.id = s.delivery_id AND pos.account = s.account
 ORDER BY s.delivery_id`
 }
 

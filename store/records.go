@@ -41,11 +41,13 @@ func stagePositions(ctx context.Context, tx pgx.Tx, ds []PendingDelivery) (int, 
 	return n, nil
 }
 
-// stagedPositions is, as a subquery, the staged record positions: one per
-// delivery and account, the lowest offset (a batch may hold a record and
-// its replay).
-const stagedPositions = `SELECT DISTINCT ON (id, account) id, account, topic, part, off FROM hookd_positions_in p
-	ORDER BY id, account, off`
+// stagedPositions is, as a subquery, the staged record positions that
+// match where (p is the staged row): one per delivery and account, the
+// lowest offset (a batch may hold a record and its replay).
+func stagedPositions(where string) string {
+	return `SELECT DISTINCT ON (id, account) id, account, topic, part, off FROM hookd_positions_in p
+	WHERE ` + where + ` ORDER BY id, account, off`
+}
 
 // recordPositionsSQL writes the staged positions into the rows that have
 // none yet: rows created before their record was read (or before hookd
@@ -57,11 +59,9 @@ const stagedPositions = `SELECT DISTINCT ON (id, account) id, account, topic, pa
 // each of them again cost Postgres more than any other step of a batch
 // (BenchmarkWriterPostgresWrites, 2026-12-06). = ANY (ARRAY(...)) keeps
 // the rest to index probes: joined, the planner scanned the whole table.
-const recordPositionsSQL = `WITH t AS MATERIALIZED (
-	SELECT DISTINCT ON (id, account) id, account, topic, part, off FROM hookd_positions_in p
-	WHERE NOT EXISTS (SELECT 1 FROM hookd_attempts_in a WHERE a.delivery_id = p.id AND a.account = p.account
-		AND a.fresh AND NOT a.d_exists AND a.foreign_account IS NULL)
-	ORDER BY id, account, off
+var recordPositionsSQL = `WITH t AS MATERIALIZED (
+	` + stagedPositions(`NOT EXISTS (SELECT 1 FROM hookd_attempts_in a WHERE a.delivery_id = p.id AND a.account = p.account
+		AND a.fresh AND NOT a.d_exists AND a.foreign_account IS NULL)`) + `
 )
 UPDATE webhooks.deliveries d SET record_topic = t.topic, record_partition = t.part, record_offset = t.off
 FROM t
