@@ -205,7 +205,7 @@ func (b *bundle) committed(group, topic string) (sum int64, byPartition map[int3
 type collector struct {
 	mu       sync.Mutex
 	attempts []*attempt.Record
-	intents  []*attempt.Record // intent records, not attempts
+	intents  []attempt.Intent  // intent records, not attempts
 	dlq      []*kgo.Record
 	retries  []*kgo.Record
 	// traceparents are the attempt records' traceparent headers, by
@@ -235,7 +235,7 @@ func newCollector(t testing.TB, c *kafkatest.Cluster, names topics.Names) *colle
 							t.Errorf("bad intent record: %v", err)
 						}
 						for _, in := range ins {
-							col.intents = append(col.intents, in.Record)
+							col.intents = append(col.intents, in)
 						}
 						return
 					}

@@ -14,14 +14,14 @@ import (
 // carries many intents. The per-record cost of producing it, storing it
 // and reading it back is paid once per batch instead of once per request.
 
-// maxIntentBatch bounds the intents in one record: about 600 bytes each,
-// 150 KiB a record, far below the broker's default limit of 1 MiB.
+// maxIntentBatch bounds the intents in one record: about 250 bytes each,
+// 64 KiB a record, far below the broker's default limit of 1 MiB.
 const maxIntentBatch = 256
 
 // intentReq is one request's intent, waiting for its record's
 // acknowledgement. Pooled with its channel.
 type intentReq struct {
-	rec  attempt.Record
+	in   attempt.Intent
 	done chan error // the record's produce: nil once acknowledged
 }
 
@@ -29,16 +29,17 @@ var intentReqs = sync.Pool{New: func() any { return &intentReq{done: make(chan e
 
 // intend produces the intent record of the request res is about to make
 // and returns once the broker acknowledged it (retrying as produce does):
-// no request goes on the wire without a trace in Kafka. The intent is the
-// request's attempt record of outcome unknown, made in advance, on the
-// intents topic; the dispatcher that resumes the partition after a crash
-// produces it to the attempts topic if no attempt record with its attempt
-// id followed (resume.go).
+// no request goes on the wire without a trace in Kafka. The intent names
+// the request (attempt id, r's position, start, destination); the
+// dispatcher that resumes the partition after a crash makes its attempt
+// record of outcome unknown from r, read again, if no attempt record with
+// its attempt id followed (resume.go).
 func (d *Dispatcher) intend(r *record, res result) error {
 	q := intentReqs.Get().(*intentReq)
-	q.rec = attemptRecord(r, res, plan{outcome: attempt.OutcomeUnknown, action: attempt.NextRetry})
-	q.rec.Error = attempt.ErrorUnknown
-	if err := q.rec.Validate(); err != nil {
+	q.in = attempt.Intent{AttemptID: res.attemptID, Attempt: r.d.Attempt, StartedAt: res.startedAt,
+		Destination: res.destination,
+		Source:      attempt.Position{Topic: r.rec.Topic, Partition: r.rec.Partition, Offset: r.rec.Offset}}
+	if err := q.in.Validate(); err != nil {
 		intentReqs.Put(q)
 		return err
 	}
@@ -57,7 +58,7 @@ func (d *Dispatcher) intend(r *record, res result) error {
 			return context.Canceled // left in the queue: q is not reused
 		}
 	}
-	q.rec = attempt.Record{}
+	q.in = attempt.Intent{}
 	intentReqs.Put(q)
 	return err
 }
@@ -68,7 +69,7 @@ func (d *Dispatcher) intend(r *record, res result) error {
 func (d *Dispatcher) writeIntents() {
 	defer close(d.intentsDone)
 	batch := make([]*intentReq, 0, maxIntentBatch)
-	recs := make([]*attempt.Record, 0, maxIntentBatch)
+	ins := make([]*attempt.Intent, 0, maxIntentBatch)
 	for {
 		select {
 		case q := <-d.intentQ:
@@ -85,12 +86,12 @@ func (d *Dispatcher) writeIntents() {
 				break gather
 			}
 		}
-		recs = recs[:0]
+		ins = ins[:0]
 		for _, q := range batch {
-			recs = append(recs, &q.rec)
+			ins = append(ins, &q.in)
 		}
-		err := d.produceIntents(recs)
-		clear(recs)
+		err := d.produceIntents(ins)
+		clear(ins)
 		for _, q := range batch {
 			q.done <- err
 		}
@@ -98,10 +99,10 @@ func (d *Dispatcher) writeIntents() {
 	}
 }
 
-// produceIntents produces recs as one intent record and returns once the
+// produceIntents produces ins as one intent record and returns once the
 // broker acknowledged it (nil), or with produce's error.
-func (d *Dispatcher) produceIntents(recs []*attempt.Record) error {
-	kr, err := attempt.IntentBatch(d.names.Intents, recs)
+func (d *Dispatcher) produceIntents(ins []*attempt.Intent) error {
+	kr, err := attempt.IntentBatch(d.names.Intents, ins)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func (d *Dispatcher) produceIntents(recs []*attempt.Record) error {
 	_, err = d.produceOn(d.workCtx, d.intents, kr)
 	if err == nil {
 		d.m.intentRecords.Inc()
-		d.m.intents.Add(float64(len(recs)))
+		d.m.intents.Add(float64(len(ins)))
 	}
 	return err
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookd/hookd/dispatcher/internal/sched"
 	"github.com/hookd/hookd/internal/attempt"
+	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/kafkaconn"
 )
 
@@ -162,7 +163,7 @@ func (d *Dispatcher) resume(ctx context.Context, recs []sched.Record) {
 			d.log.WarnContext(ctx, "reading back attempts failed; the partitions' records are attempted again from the committed offset",
 				"partitions", len(starts), "error", err)
 		default:
-			d.recordUnknown(ctx, found.unknown)
+			d.recordUnknown(ctx, found.unknown, recs)
 		}
 	}
 	d.res.mu.Lock()
@@ -219,12 +220,9 @@ type readBackResult struct {
 
 // intent is an intent read back.
 type intent struct {
-	kr         *kgo.Record // its intent record
-	index      int         // its place in kr
-	key, value []byte      // its attempt record's
-	part       int32       // its source's partition: where its attempt record goes
-	attempt    int
-	started    time.Time // its request's, on its owner's clock
+	attempt.Intent
+	kr    *kgo.Record // its intent record
+	index int         // its place in kr
 }
 
 // topicPart is a partition read back.
@@ -263,7 +261,7 @@ func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]ti
 		answered: map[sched.Partition]map[int64]bool{}}
 	if len(offsets) > 0 {
 		cl.AddConsumePartitions(offsets)
-		if err := d.readUntil(ctx, cl, ends, rb.add); err != nil {
+		if err := d.readUntil(ctx, cl, ends, d.names.Attempts+" and "+d.names.Intents, rb.add); err != nil {
 			return readBackResult{}, err
 		}
 		if err := d.awaitRunning(ctx, cl, &rb); err != nil {
@@ -359,13 +357,13 @@ func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from m
 }
 
 // readUntil polls cl, handing each record to f, until every partition of
-// ends reached its end offset.
-func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[topicPart]int64, f func(*kgo.Record)) error {
+// ends reached its end offset; what names the records in errors.
+func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[topicPart]int64, what string, f func(*kgo.Record)) error {
 	left := maps.Clone(ends)
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("reading back %s and %s: %w", d.names.Attempts, d.names.Intents, err)
+			return fmt.Errorf("reading back %s: %w", what, err)
 		}
 		if err := d.permanentFetchErr(fs); err != nil {
 			return err
@@ -440,15 +438,11 @@ func (s *readBackState) addIntents(kr *kgo.Record) {
 		return // not storable
 	}
 	for i, in := range ins {
-		if in.Source == nil {
-			continue // from a dispatcher before sources
-		}
 		src := sched.Partition{Topic: in.Source.Topic, Partition: in.Source.Partition}
 		if _, ok := s.starts[src]; !ok {
 			continue
 		}
-		s.intents[in.AttemptID] = intent{kr: kr, index: i, key: []byte(in.DeliveryID), value: in.Value,
-			part: src.Partition, attempt: in.Attempt, started: in.StartedAt}
+		s.intents[in.AttemptID] = intent{Intent: in, kr: kr, index: i}
 	}
 }
 
@@ -459,7 +453,7 @@ func (s *readBackState) pendingUntil(running time.Duration) time.Time {
 	var until time.Time
 	for id, in := range s.intents {
 		if !s.seen[id] {
-			until = maxTime(until, in.started.Add(running))
+			until = maxTime(until, in.StartedAt.Add(running))
 		}
 	}
 	return until
@@ -498,25 +492,46 @@ func (s *readBackState) result() readBackResult {
 	return out
 }
 
-// recordUnknown produces the intents found without their attempt records
-// again, without the intent header: each is the attempt record of a
-// request whose outcome is unknown (started_at: when it was sent). Their
-// attempt ids are the intents', so a second read-back that finds an
-// intent again (this produce failed, or it raced a crash) writes the same
-// row. Failures are logged; the intent stays, found again next time.
-func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent) {
+// recordUnknown produces the attempt records of the intents found without
+// theirs: each made from its delivery record (in recs, the partitions'
+// first fetch, or read again at its source position) as the attempt
+// record of a request whose outcome is unknown (started_at: when it was
+// sent). Their attempt ids are the intents', so a second read-back that
+// finds an intent again (this produce failed, or it raced a crash) writes
+// the same row. Failures are logged; the intent stays, found again next
+// time.
+func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent, recs []sched.Record) {
 	if len(intents) == 0 {
 		return
 	}
-	recs := make([]*kgo.Record, len(intents))
-	number := map[*kgo.Record]int{}
-	for i, in := range intents {
-		recs[i] = &kgo.Record{Topic: d.names.Attempts, Partition: in.part, Key: in.key, Value: in.value}
-		number[recs[i]] = in.attempt
-	}
 	pctx, cancel := context.WithTimeout(ctx, readBackTimeout)
 	defer cancel()
-	for _, res := range d.cl.ProduceSync(pctx, recs...) {
+	sources, err := d.sourceRecords(pctx, intents, recs)
+	if err != nil {
+		d.log.WarnContext(ctx, "reading the delivery records of requests with an unknown outcome failed; those found are recorded, the others at the partition's next assignment",
+			"error", err)
+	}
+	var out []*kgo.Record
+	number := map[*kgo.Record]int{}
+	for _, in := range intents {
+		r := sources[in.Source]
+		if r == nil {
+			if err == nil {
+				d.log.WarnContext(ctx, "the delivery record of a request with an unknown outcome is gone (retention?); the request is not recorded",
+					"attempt_id", in.AttemptID, "topic", in.Source.Topic, "partition", in.Source.Partition, "offset", in.Source.Offset)
+			}
+			continue
+		}
+		kr, err := unknownAttempt(in.Intent, r).KafkaRecord(d.names.Attempts)
+		if err != nil {
+			d.log.WarnContext(ctx, "a request with an unknown outcome cannot be recorded", "attempt_id", in.AttemptID, "error", err)
+			continue
+		}
+		kr.Partition = in.Source.Partition
+		out = append(out, kr)
+		number[kr] = in.Attempt
+	}
+	for _, res := range d.cl.ProduceSync(pctx, out...) {
 		if res.Err != nil {
 			d.m.produceErrors.Inc()
 			d.log.WarnContext(ctx, "producing the attempt record of a request with an unknown outcome failed; it is retried at the partition's next assignment",
@@ -527,5 +542,63 @@ func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent) {
 		d.m.attemptsBy.get(attemptKey{outcome: attempt.OutcomeUnknown, attempt: number[res.Record]}).Inc()
 	}
 	d.log.InfoContext(ctx, "recorded requests a previous owner stopped during (outcome unknown); their deliveries are attempted again",
-		"requests", len(intents))
+		"requests", len(out), "intents", len(intents))
+}
+
+// unknownAttempt is the attempt record of in's request, of outcome
+// unknown, r its delivery record.
+func unknownAttempt(in attempt.Intent, r *record) *attempt.Record {
+	dl := *r.d
+	dl.Attempt = in.Attempt
+	res := result{startedAt: in.StartedAt, attemptID: in.AttemptID}
+	if in.Destination != "" {
+		res.destination, res.bodySHA256 = in.Destination, bodyDigest(dl.Body)
+	}
+	rec := attemptRecord(&record{rec: r.rec, d: &dl}, res, plan{outcome: attempt.OutcomeUnknown, action: attempt.NextRetry})
+	rec.Error = attempt.ErrorUnknown
+	return &rec
+}
+
+// sourceRecords are the delivery records at the source positions of
+// intents: from recs, or fetched by offset with a client of its own.
+func (d *Dispatcher) sourceRecords(ctx context.Context, intents []intent, recs []sched.Record) (map[attempt.Position]*record, error) {
+	found := map[attempt.Position]*record{}
+	for i := range recs {
+		if r, ok := recs[i].Ref.(*record); ok && r.d != nil {
+			found[attempt.Position{Topic: r.rec.Topic, Partition: r.rec.Partition, Offset: r.rec.Offset}] = r
+		}
+	}
+	firsts, ends := map[topicPart]int64{}, map[topicPart]int64{}
+	for _, in := range intents {
+		p := in.Source
+		if found[p] != nil {
+			continue
+		}
+		tp := topicPart{p.Topic, p.Partition}
+		if first, ok := firsts[tp]; !ok || p.Offset < first {
+			firsts[tp] = p.Offset
+		}
+		ends[tp] = max(ends[tp], p.Offset+1)
+	}
+	if len(ends) == 0 {
+		return found, nil
+	}
+	offsets := map[string]map[int32]kgo.Offset{}
+	for tp, first := range firsts {
+		if offsets[tp.topic] == nil {
+			offsets[tp.topic] = map[int32]kgo.Offset{}
+		}
+		offsets[tp.topic][tp.part] = kgo.NewOffset().At(first)
+	}
+	cl, err := kgo.NewClient(append(slices.Clip(d.plainOpts), kgo.ConsumePartitions(offsets))...)
+	if err != nil {
+		return found, fmt.Errorf("delivery records client: %w", err)
+	}
+	defer cl.Close()
+	err = d.readUntil(ctx, cl, ends, "delivery records", func(kr *kgo.Record) {
+		if dl, err := delivery.Decode(kr); err == nil {
+			found[attempt.Position{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset}] = &record{rec: kr, d: dl}
+		}
+	})
+	return found, err
 }

@@ -29,8 +29,21 @@ import (
 // outcome unknown and its delivery is sent again, and an attempt record
 // older than the read-back's start (the first record's time less
 // ResumeMargin) is not looked at.
+//
+// The unknown requests' attempt records are made from their delivery
+// records: found in the partition's first fetch, or, when that fetch
+// stops before them (MaxPollRecords 1), read again by offset.
 func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 	t.Parallel()
+	for _, maxPoll := range []int{0, 1} {
+		t.Run(fmt.Sprintf("max_poll_records=%d", maxPoll), func(t *testing.T) {
+			t.Parallel()
+			testResumeSkipsAnsweredAndRecordsUnknown(t, maxPoll)
+		})
+	}
+}
+
+func testResumeSkipsAnsweredAndRecordsUnknown(t *testing.T, maxPoll int) {
 	b := setup(t, setupOpts{partitions: 1})
 	rc := newReceiver(t, nil)
 	b.eps.set(dispatcher.Target{ID: "ep_1", URL: rc.srv.URL})
@@ -60,16 +73,16 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 		trail = append(trail, rec(i, attempt.OutcomeDelivered))
 	}
 	// One intent record for the requests of 6 (answered) and 7 (not).
-	var both []*attempt.Record
+	var both []*attempt.Intent
 	for _, i := range []int{6, 7} {
-		r, err := attempt.Decode(rec(i, attempt.OutcomeUnknown))
-		require.NoError(t, err)
-		both = append(both, r)
+		both = append(both, &attempt.Intent{AttemptID: fmt.Sprintf("att_dead_%d", i), Attempt: 1,
+			StartedAt: time.Now(), Destination: rc.srv.URL,
+			Source: attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: int64(i)}})
 	}
 	intent, err := attempt.IntentBatch(b.names.Intents, both)
 	require.NoError(t, err)
 	// An intent on the attempts topic, as dispatchers before the intents
-	// topic wrote them, counts too.
+	// topic wrote them (the whole attempt record), counts too.
 	legacy := rec(9, attempt.OutcomeUnknown)
 	legacy.Headers = []kgo.RecordHeader{{Key: attempt.IntentHeader}}
 	old := rec(8, attempt.OutcomeDelivered)
@@ -81,7 +94,7 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 	require.NoError(t, cl.ProduceSync(ctx, trail...).FirstErr())
 
 	reg := prometheus.NewRegistry()
-	b.start(dispatcher.Config{AllowPrivateNetworks: true, ResumeMargin: 30 * time.Second}, runOpts{reg: reg})
+	b.start(dispatcher.Config{AllowPrivateNetworks: true, ResumeMargin: 30 * time.Second, MaxPollRecords: maxPoll}, runOpts{reg: reg})
 	eventually(t, 20*time.Second, func() bool { return rc.total() >= 4 }, "the unanswered records sent")
 	eventually(t, 20*time.Second, func() bool {
 		_, by := b.committed("hookd-dispatchers", b.names.Deliveries)
@@ -98,6 +111,11 @@ func TestResumeSkipsAnsweredAndRecordsUnknown(t *testing.T) {
 	seven := b.col.attemptsFor(ds[7].ID)
 	require.Equal(t, "att_dead_7", seven[0].AttemptID, "the intent, produced again as the attempt record")
 	require.Equal(t, attempt.OutcomeUnknown, seven[0].Outcome)
+	require.Equal(t, attempt.ErrorUnknown, seven[0].Error)
+	require.Equal(t, ds[7].EventID, seven[0].EventID, "made from the delivery record")
+	require.Equal(t, rc.srv.URL, seven[0].Destination)
+	require.Equal(t, seven[1].BodySHA256, seven[0].BodySHA256, "the digest of the body the request sent")
+	require.Equal(t, attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: 7}, *seven[0].Source)
 	require.Equal(t, attempt.OutcomeDelivered, seven[1].Outcome)
 	require.Equal(t, attempt.Position{Topic: b.names.Deliveries, Partition: 0, Offset: 7}, *seven[1].Source)
 	eventually(t, 10*time.Second, func() bool { return len(b.col.attemptsFor(ds[9].ID)) == 2 }, "record 9's attempts")

@@ -42,14 +42,14 @@ const (
 const ErrorUnknown = "the dispatcher stopped during this request; its outcome is unknown"
 
 // IntentHeader marks an intent record on the intents topic: produced and
-// acknowledged before a request goes on the wire, it holds the request's
-// OutcomeUnknown attempt record, written in advance (a JSON array of
-// several requests' records, IntentBatch, or one record). The dispatcher that
-// resumes the partition reads it back and, when no attempt record with
-// its attempt_id follows, produces it to the attempts topic without the
-// header. Dispatchers before the intents topic wrote intents to the
-// attempts topic, and the attempt-log writer skips records carrying the
-// header there without decoding them (IsIntent).
+// acknowledged before requests go on the wire, it names them (Intent,
+// IntentBatch). The dispatcher that resumes the partition reads it back
+// and, when no attempt record with an intent's attempt_id follows, makes
+// that request's attempt record of outcome unknown from its delivery
+// record and produces it to the attempts topic. Dispatchers before the
+// intents topic wrote intents (whole attempt records) to the attempts
+// topic, and the attempt-log writer skips records carrying the header
+// there without decoding them (IsIntent).
 const IntentHeader = "hookd-intent"
 
 // IsIntent reports whether kr is an intent record (IntentHeader).

@@ -9,73 +9,99 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// An intent batch is a JSON array of attempt records that decodes back to
-// the same records, each with the JSON its attempt record would have; a
-// record json refuses to encode fails the batch; a single intent (as
-// dispatchers before batches wrote it) still decodes.
+func sampleIntent() Intent {
+	r := sampleRecord()
+	return Intent{AttemptID: r.AttemptID, Source: *r.Source, Attempt: r.Attempt, StartedAt: r.StartedAt,
+		Destination: r.Destination}
+}
+
+// An intent batch is {"intents":[...]}, encoded byte for byte as
+// encoding/json encodes it, that decodes back to the same intents; an
+// intent json refuses to encode, or one a resumer could not use, fails
+// the batch.
 func TestIntentBatchRoundTrip(t *testing.T) {
 	t.Parallel()
-	a, b := sampleRecord(), sampleRecord()
-	a.Outcome, b.Outcome, b.AttemptID, b.Source = OutcomeUnknown, OutcomeUnknown, "att_2", &Position{Topic: "webhooks.deliveries", Offset: 8}
-	kr, err := IntentBatch("webhooks.intents", []*Record{&a, &b})
+	a, b := sampleIntent(), sampleIntent()
+	b.AttemptID, b.Source, b.Destination = "att_2", Position{Topic: "webhooks.deliveries", Offset: 8}, ""
+	kr, err := IntentBatch("webhooks.intents", []*Intent{&a, &b})
 	require.NoError(t, err)
 	require.True(t, IsIntent(kr))
 	require.Nil(t, kr.Key)
-	var asJSON []Record
-	require.NoError(t, json.Unmarshal(kr.Value, &asJSON), "readable as a JSON array")
-	require.Len(t, asJSON, 2)
+	want, err := json.Marshal(intentBatch{Intents: []*Intent{&a, &b}})
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(kr.Value))
 
 	got, err := DecodeIntents(kr)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	for i, want := range []*Record{&a, &b} {
-		single, err := want.KafkaRecord("webhooks.attempts")
-		require.NoError(t, err)
-		require.Equal(t, string(single.Value), string(got[i].Value), "intent %d: the attempt record's JSON", i)
+	for i, want := range []Intent{a, b} {
 		require.Equal(t, want.AttemptID, got[i].AttemptID)
-		require.Equal(t, *want.Source, *got[i].Source)
+		require.Equal(t, want.Source, got[i].Source)
+		require.Equal(t, want.Attempt, got[i].Attempt)
+		require.True(t, want.StartedAt.Equal(got[i].StartedAt))
+		require.Equal(t, want.Destination, got[i].Destination)
 	}
-
-	single, err := a.KafkaRecord("webhooks.attempts")
-	require.NoError(t, err)
-	got, err = DecodeIntents(single)
-	require.NoError(t, err)
-	require.Len(t, got, 1)
-	require.Equal(t, a.AttemptID, got[0].AttemptID)
-	require.Equal(t, single.Value, got[0].Value)
 
 	far := a
 	far.StartedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-	_, err = IntentBatch("webhooks.intents", []*Record{&a, &far})
+	_, err = IntentBatch("webhooks.intents", []*Intent{&a, &far})
 	require.Error(t, err)
 	invalid := a
-	invalid.AttemptID = ""
-	_, err = IntentBatch("webhooks.intents", []*Record{&invalid})
+	invalid.Source.Topic = ""
+	_, err = IntentBatch("webhooks.intents", []*Intent{&invalid})
 	require.ErrorContains(t, err, "intent 0")
-	for _, v := range []string{`[{"attempt_id":""}]`, `[1,`, `{}`} {
+	for _, v := range []string{`{"intents":[{"attempt_id":""}]}`, `{"intents":[1]}`, `[{"attempt_id":""}]`, `[1,`, `{}`, `{"intents":null}`} {
 		_, err = DecodeIntents(&kgo.Record{Value: []byte(v)})
 		require.Error(t, err, v)
+	}
+}
+
+// Intent records of older dispatchers, whole attempt records of outcome
+// unknown (a JSON array of them, or one), decode to the intents they stand
+// for; one without a source is left out.
+func TestDecodeIntentsOfOlderDispatchers(t *testing.T) {
+	t.Parallel()
+	a, b := sampleRecord(), sampleRecord()
+	a.Outcome, b.Outcome, b.AttemptID, b.Source = OutcomeUnknown, OutcomeUnknown, "att_2", nil
+	ka, err := a.KafkaRecord("webhooks.attempts")
+	require.NoError(t, err)
+	kb, err := b.KafkaRecord("webhooks.attempts")
+	require.NoError(t, err)
+	want := sampleIntent()
+	for name, v := range map[string]string{"array": "[" + string(ka.Value) + "," + string(kb.Value) + "]", "single": string(ka.Value)} {
+		got, err := DecodeIntents(&kgo.Record{Value: []byte(v)})
+		require.NoError(t, err, name)
+		require.Len(t, got, 1, name)
+		require.Equal(t, want.AttemptID, got[0].AttemptID, name)
+		require.Equal(t, want.Source, got[0].Source, name)
+		require.Equal(t, want.Attempt, got[0].Attempt, name)
+		require.True(t, want.StartedAt.Equal(got[0].StartedAt), name)
+		require.Equal(t, want.Destination, got[0].Destination, name)
 	}
 }
 
 // FuzzDecodeIntents: any value either decodes or is refused, never a
 // panic; what decodes re-encodes to intents that decode the same.
 func FuzzDecodeIntents(f *testing.F) {
-	r := sampleRecord()
-	kr, _ := IntentBatch("t", []*Record{&r, &r})
+	in := sampleIntent()
+	kr, _ := IntentBatch("t", []*Intent{&in, &in})
 	f.Add(kr.Value)
+	r := sampleRecord()
+	old, _ := r.KafkaRecord("t")
+	f.Add(append(append([]byte("["), old.Value...), ']'))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"intents":[]}`))
 	f.Add([]byte(` [{"attempt_id":"a"}]`))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		got, err := DecodeIntents(&kgo.Record{Value: v})
 		if err != nil {
 			return
 		}
-		recs := make([]*Record, len(got))
+		ins := make([]*Intent, len(got))
 		for i := range got {
-			recs[i] = got[i].Record
+			ins[i] = &got[i]
 		}
-		again, err := IntentBatch("t", recs)
+		again, err := IntentBatch("t", ins)
 		if err != nil {
 			return // a time json.Marshal refuses, for one
 		}
@@ -84,6 +110,7 @@ func FuzzDecodeIntents(f *testing.F) {
 		require.Len(t, back, len(got))
 		for i := range got {
 			require.Equal(t, got[i].AttemptID, back[i].AttemptID)
+			require.Equal(t, got[i].Source, back[i].Source)
 		}
 	})
 }
