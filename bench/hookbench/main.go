@@ -32,6 +32,7 @@ func main() {
 	flag.Float64Var(&cfg.OfferedRate, "offered-rate", 15000, "events/s offered in the saturation phase (must exceed capacity)")
 	flag.DurationVar(&cfg.Saturation, "saturation", 30*time.Second, "length of the saturation load")
 	flag.DurationVar(&cfg.Phase, "phase", 20*time.Second, "length of each latency, isolation and baseline phase")
+	flag.Float64Var(&cfg.LatencySaturation, "latency-saturation", 0, "deliveries/s the latency phases offer 50% and 90% of, instead of the saturation rate this run measured (0): to compare two builds at the same load")
 	flag.IntVar(&cfg.Dispatchers, "dispatchers", 1, "hookd dispatch processes")
 	flag.IntVar(&cfg.Partitions, "partitions", 6, "partitions of the hookd topics")
 	flag.Float64Var(&cfg.OutboxShare, "outbox-share", 0.5, "share of events written through the outbox (the rest to the ingress topic)")

@@ -58,6 +58,8 @@ type Results struct {
 		InsertBatch int     `json:"insert_batch"`
 		// Scheme is how the receivers served: https or http.
 		Scheme string `json:"scheme"`
+		// LatencySaturation is Config.LatencySaturation (0: the measured rate).
+		LatencySaturation float64 `json:"latency_saturation,omitempty"`
 	} `json:"config"`
 	// Saturation: end-to-end deliveries/s with the offered load above
 	// capacity; GeneratedRate is what the generator managed to commit.
@@ -214,7 +216,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	c := &b.res.Config
 	c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate = cfg.Endpoints, cfg.Receivers, float64(cfg.Latency)/1e6, cfg.FailRate
 	c.Dispatchers, c.Partitions, c.OutboxShare, c.OfferedRate = cfg.Dispatchers, cfg.Partitions, cfg.OutboxShare, cfg.OfferedRate
-	c.InsertBatch, c.Scheme = cfg.InsertBatch, cfg.Scheme
+	c.InsertBatch, c.Scheme, c.LatencySaturation = cfg.InsertBatch, cfg.Scheme, cfg.LatencySaturation
 	if cfg.Scheme == SchemeHTTPS {
 		if b.tls, err = newReceiverTLS(binDir); err != nil {
 			return nil, err
@@ -863,6 +865,9 @@ func (b *bench) saturation(ctx context.Context, s *stack, name string) (*satRun,
 
 func (b *bench) latency(ctx context.Context, s *stack, pct float64) (*Percentiles, error) {
 	rate := b.res.Saturation * pct
+	if b.cfg.LatencySaturation > 0 {
+		rate = b.cfg.LatencySaturation * pct
+	}
 	name := fmt.Sprintf("latency%.0f", pct*100)
 	start := time.Now()
 	l, ok, lost, err := b.runLoad(ctx, s, name, rate, b.cfg.Phase, 10, nil)

@@ -74,6 +74,11 @@ type Config struct {
 	// Phase is the length of each latency and isolation phase.
 	// Defaults to 20s.
 	Phase time.Duration
+	// LatencySaturation, when set, stands for the saturation rate
+	// (deliveries/s) that the latency phases offer 50% and 90% of, instead
+	// of the rate the run measured: two builds compared at the same load.
+	// Zero (the default) uses the measured rate.
+	LatencySaturation float64
 	// Dispatchers is the number of `hookd dispatch` processes. Defaults to 1.
 	Dispatchers int
 	// Partitions of the hookd topics. Defaults to 6.
@@ -221,6 +226,9 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	if c.Scheme != SchemeHTTPS && c.Scheme != SchemeHTTP {
 		return fmt.Errorf("scheme %q: want %s or %s", c.Scheme, SchemeHTTPS, SchemeHTTP)
+	}
+	if c.LatencySaturation < 0 {
+		return fmt.Errorf("latency saturation %.0f/s: must not be negative", c.LatencySaturation)
 	}
 	if c.InsertBatch < 1 {
 		return fmt.Errorf("insert batch %d: must be at least 1", c.InsertBatch)
