@@ -123,9 +123,9 @@
 // Every attempt record goes to the attempts partition of its source
 // record's number (the manual partitioner: every hookd topic has one
 // partition count) and names its source (topic, partition, offset).
-// Before a request goes on the wire, its intent record (its attempt record
-// of outcome unknown, written in advance, with the hookd-intent header) is
-// produced to the intents topic by a second client, without linger,
+// Before a request goes on the wire, its intent record (with the
+// hookd-intent header; an intent names the request: attempt id, source
+// position, attempt number, start, destination) is produced to the intents topic by a second client, without linger,
 // and acknowledged: no request is sent without a trace. One goroutine
 // writes them (intents.go): the intents of the requests started while one
 // record is produced go into the next, one record for many under load.
@@ -144,11 +144,12 @@
 // (records are routed in order, a tier's only once due), so no attempt of
 // those records is older. Records found answered are admitted marked and
 // the core finishes them at once, without a request
-// (hookd_dispatcher_resume_skipped_total); an intent with no attempt
-// record of its attempt id is produced to the attempts partition without
-// the header, as the
-// attempt record of a request whose outcome is unknown, and its record is
-// sent again (hookd_dispatcher_resume_unknown_total). When this process
+// (hookd_dispatcher_resume_skipped_total); for an intent with no attempt
+// record of its attempt id, the attempt record of a request whose outcome
+// is unknown is made from its delivery record (read again by offset when
+// the first fetch stopped before it) and produced to the attempts
+// partition, and the delivery is sent again
+// (hookd_dispatcher_resume_unknown_total). When this process
 // saw Kafka fail in the last SessionTimeout plus 5s, the read-back first
 // goes on reading for 5s after it began, and until the request deadline
 // (start plus Timeout) plus 5s of each intent still without its attempt

@@ -26,10 +26,11 @@ import (
 // partition). When a partition is assigned, the poll loop holds its first
 // fetched records, reads that attempts partition and the intents topic
 // back (readBack) and admits them marked: answered records finish without
-// a request, and an intent without its attempt record is produced to the
-// attempts partition, without its header, as the request's attempt record
-// of outcome unknown. All of it is I/O at the edge, on the poll loop's
-// goroutine; the core only sees records marked Answered.
+// a request, and for an intent without its attempt record the request's
+// attempt record of outcome unknown is made from its delivery record and
+// produced to the attempts partition (recordUnknown). All of it is I/O at
+// the edge, on the poll loop's goroutine; the core only sees records
+// marked Answered.
 
 // readBackTimeout bounds one read-back. Past it the partitions' records
 // are admitted unmarked: attempted again from the committed offset, as
