@@ -205,7 +205,7 @@ func (b *bundle) committed(group, topic string) (sum int64, byPartition map[int3
 type collector struct {
 	mu       sync.Mutex
 	attempts []*attempt.Record
-	intents  []attempt.Intent  // intent records, not attempts
+	intents  []attempt.Intent // intent records, not attempts
 	dlq      []*kgo.Record
 	retries  []*kgo.Record
 	// traceparents are the attempt records' traceparent headers, by
