@@ -111,7 +111,7 @@ func DecodeIntents(kr *kgo.Record) ([]Intent, error) {
 		if err != nil {
 			return nil, err
 		}
-		return recordIntents([]*Record{r}), nil
+		return recordIntents([]*Record{r})
 	}
 	for i := range *b.Intents {
 		if err := (*b.Intents)[i].Validate(); err != nil {
@@ -135,19 +135,24 @@ func decodeRecordIntents(v []byte) ([]Intent, error) {
 		}
 		recs[i] = r
 	}
-	return recordIntents(recs), nil
+	return recordIntents(recs)
 }
 
 // recordIntents are the intents that attempt records written in advance
-// stand for, but those without a source.
-func recordIntents(recs []*Record) []Intent {
+// stand for, but those without a source; one that cannot be used (a
+// source without a topic, say) fails them all, as in DecodeIntents.
+func recordIntents(recs []*Record) ([]Intent, error) {
 	out := make([]Intent, 0, len(recs))
-	for _, r := range recs {
+	for i, r := range recs {
 		if r.Source == nil {
 			continue
 		}
-		out = append(out, Intent{AttemptID: r.AttemptID, Source: *r.Source, Attempt: r.Attempt,
-			StartedAt: r.StartedAt, Destination: r.Destination})
+		in := Intent{AttemptID: r.AttemptID, Source: *r.Source, Attempt: r.Attempt,
+			StartedAt: r.StartedAt, Destination: r.Destination}
+		if err := in.Validate(); err != nil {
+			return nil, fmt.Errorf("intent %d: %w", i, err)
+		}
+		out = append(out, in)
 	}
-	return out
+	return out, nil
 }

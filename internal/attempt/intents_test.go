@@ -78,10 +78,18 @@ func TestDecodeIntentsOfOlderDispatchers(t *testing.T) {
 		require.True(t, want.StartedAt.Equal(got[0].StartedAt), name)
 		require.Equal(t, want.Destination, got[0].Destination, name)
 	}
+	// One whose source names no topic cannot be used: the record fails.
+	a.Source = &Position{}
+	ka, err = a.KafkaRecord("webhooks.attempts")
+	require.NoError(t, err)
+	_, err = DecodeIntents(&kgo.Record{Value: []byte("[" + string(ka.Value) + "]")})
+	require.ErrorContains(t, err, "no source position")
 }
 
 // FuzzDecodeIntents: any value either decodes or is refused, never a
-// panic; what decodes re-encodes to intents that decode the same.
+// panic; what decodes re-encodes, byte for byte as encoding/json encodes
+// it (IntentBatch's encoder is hand-written), to intents that decode the
+// same.
 func FuzzDecodeIntents(f *testing.F) {
 	in := sampleIntent()
 	kr, _ := IntentBatch("t", []*Intent{&in, &in})
@@ -102,9 +110,13 @@ func FuzzDecodeIntents(f *testing.F) {
 			ins[i] = &got[i]
 		}
 		again, err := IntentBatch("t", ins)
+		want, jerr := json.Marshal(intentBatch{Intents: ins})
 		if err != nil {
+			require.Error(t, jerr, "IntentBatch refused what encoding/json encodes: %v", err)
 			return // a time json.Marshal refuses, for one
 		}
+		require.NoError(t, jerr)
+		require.Equal(t, string(want), string(again.Value))
 		back, err := DecodeIntents(again)
 		require.NoError(t, err)
 		require.Len(t, back, len(got))
