@@ -67,7 +67,7 @@ bench: ## End-to-end benchmark (go run ./bench/hookbench, BENCH_ARGS=...): real 
 .PHONY: bench-micro
 bench-micro: ## Run the Go (testing.B) benchmarks (needs Postgres like make test).
 	@scripts/ensure-deps.sh
-	@CGO_ENABLED=1 scripts/test.sh -run '^$$' -bench . -benchtime 2s ./...
+	@HOOKD_RACE=off scripts/test.sh -run '^$$' -bench . -benchtime 2s ./...
 
 .PHONY: chaos
 chaos: ## Long fault-injection scenarios (kill -9 loops, broker/Postgres restarts, bad receivers, rebalance storm); see docs/reliability.md.
