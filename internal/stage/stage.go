@@ -19,6 +19,13 @@ const (
 	// RelayPublish is outbox commit to the event record acknowledged by
 	// Kafka (relay; the commit time is the transaction's commit timestamp).
 	RelayPublish = "relay_publish"
+	// RelayReceive is the part of RelayPublish before the relay has the
+	// row: outbox commit to the row read from Postgres's replication
+	// stream (relay). It is Postgres's share: the commit's fsync, taken
+	// after its timestamp, and the WAL sender decoding all WAL in order
+	// (checkpoints and autovacuum after a burst show here). The rest of
+	// RelayPublish is the relay's and Kafka's.
+	RelayReceive = "relay_receive"
 	// Route is the event record's timestamp to its delivery records
 	// acknowledged by Kafka (router).
 	Route = "route"
@@ -40,7 +47,7 @@ var Buckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 
 // registry share the histogram; a nil reg returns an unregistered one.
 func Histogram(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: Name,
-		Help:    "Time a delivery spends in each pipeline stage, by stage: relay_publish, route, dispatch_wait, http (first attempts).",
+		Help:    "Time a delivery spends in each pipeline stage, by stage: relay_receive (a part of relay_publish), relay_publish, route, dispatch_wait, http (first attempts).",
 		Buckets: Buckets}, []string{"stage"})
 	if reg == nil {
 		return h, nil

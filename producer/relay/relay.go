@@ -292,6 +292,9 @@ type metrics struct {
 	// publishLatency is the shared stage histogram's relay_publish series,
 	// looked up once rather than by label for every record.
 	publishLatency prometheus.Observer
+	// receiveLatency is its relay_receive series: commit to the row read
+	// from the stream.
+	receiveLatency prometheus.Observer
 	// deadLettered counts rows dead-lettered instead of published, by
 	// reason.
 	deadLettered *prometheus.CounterVec
@@ -353,6 +356,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		return nil, fmt.Errorf("relay metrics: %w", err)
 	}
 	r.m.publishLatency = h.WithLabelValues(stage.RelayPublish)
+	r.m.receiveLatency = h.WithLabelValues(stage.RelayReceive)
 	return r, nil
 }
 

@@ -327,7 +327,8 @@ func TestDirectProducerRecordsDoNotStopTheScan(t *testing.T) {
 
 // TestRelayPublishStage: every streamed row is observed once in
 // hookd_stage_latency_seconds{stage="relay_publish"}, from its commit to
-// Kafka's ack.
+// Kafka's ack, and once in stage="relay_receive", from its commit to the
+// relay reading it, a part of the first.
 func TestRelayPublishStage(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -345,6 +346,9 @@ func TestRelayPublishStage(t *testing.T) {
 	require.Equal(t, uint64(30), n)
 	require.Greater(t, sum, 0.0)
 	require.Less(t, sum/float64(n), 10.0, "commit to ack takes seconds at most here")
+	rn, rsum := stageObservations(t, reg, "relay_receive")
+	require.Equal(t, uint64(30), rn, "relay_receive: one observation per row")
+	require.LessOrEqual(t, rsum, sum, "relay_receive is a part of relay_publish")
 }
 
 // stageObservations reads the count and sum of one stage's histogram.

@@ -449,6 +449,7 @@ func (s *session) insert(data []byte) error {
 		s.r.m.skipped.Inc()
 		return nil
 	}
+	s.r.m.receiveLatency.Observe(max(time.Since(x.origin.committed), 0).Seconds())
 	s.tr.add(x)
 	return s.pub.publish(row, x.origin, s.r.m.published, func(err error) { s.tr.done(x, err) })
 }
