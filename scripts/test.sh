@@ -9,7 +9,7 @@ set -eu
 # HOOKD_RACE=off drops the race detector: for benchmarks (make bench-micro),
 # whose figures mean nothing under it (it multiplies CPU time 4-5 times).
 race=-race
-[ "${HOOKD_RACE:-on}" = off ] && race=
+if [ "${HOOKD_RACE:-on}" = off ]; then race=; fi
 gotest="go test $race -count=1 -timeout 12m"
 if [ -n "${TEST_DATABASE_URL:-}${DATABASE_URL:-}" ]; then
 	exec $gotest "$@"
