@@ -95,11 +95,12 @@ func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 		res.attempted, res.aborted = false, true
 		return res
 	}
-	d.events <- event{it: it, sent: true} // the wait for Kafka is not the endpoint's
 	first := dl.Attempt == 1 && r.rec.Topic == d.names.Deliveries
 	if first {
 		observeSince(d.m.stageWait, r.rec.Timestamp, start)
+		observeSince(d.m.stageIntent, start, time.Now())
 	}
+	d.events <- event{it: it, sent: true} // the wait for Kafka is not the endpoint's
 	ctx, span := d.startSpan(r, t)
 	resp := d.sender.send(ctx, t, dl, d.timeout(t))
 	res.duration = time.Since(start)
@@ -107,11 +108,7 @@ func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 		d.m.stageHTTP.Observe(res.duration.Seconds())
 	}
 	res.status, res.excerpt, res.err = resp.status, resp.excerpt, resp.err
-	var ra time.Duration
-	if resp.retryAfter != "" {
-		ra, _ = retrytiers.ParseRetryAfter(resp.retryAfter, time.Now())
-	}
-	res.verdict = Classify(resp.status, resp.err, ra, dl.ClientErrors)
+	res.verdict = classifyResponse(resp, dl.ClientErrors)
 	d.breakers.done(ticket, res.verdict.Breaker)
 	if res.verdict.ErrorClass == ClassSSRF {
 		d.refusals.warn(d.log, t, resp.err)
@@ -126,6 +123,15 @@ func (d *Dispatcher) attempt(it *sched.Item, r *record) result {
 		res.aborted = true
 	}
 	return res
+}
+
+// classifyResponse is Classify of resp, with its Retry-After header.
+func classifyResponse(resp response, clientErrors int) Verdict {
+	var ra time.Duration
+	if resp.retryAfter != "" {
+		ra, _ = retrytiers.ParseRetryAfter(resp.retryAfter, time.Now())
+	}
+	return Classify(resp.status, resp.err, ra, clientErrors)
 }
 
 // observeSince observes from to now into o, clamping clock skew between

@@ -43,6 +43,9 @@ type metrics struct {
 	// stageWait and stageHTTP are the dispatcher's series of the stage
 	// histogram shared by the roles of the process (internal/stage).
 	stageWait, stageHTTP prometheus.Observer
+	// stageIntent is its intent series: the wait for a first attempt's
+	// intent record.
+	stageIntent prometheus.Observer
 	// attemptsBy and latencyBy cache the series of attempts and latency
 	// used on every attempt.
 	attemptsBy series[attemptKey, prometheus.Counter]
@@ -100,6 +103,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, fmt.Errorf("registering the stage histogram: %w", err)
 	}
 	m.stageWait, m.stageHTTP = h.WithLabelValues(stage.DispatchWait), h.WithLabelValues(stage.HTTP)
+	m.stageIntent = h.WithLabelValues(stage.Intent)
 	if reg == nil {
 		return m, nil
 	}

@@ -36,9 +36,10 @@ func stageHist(t *testing.T, reg *prometheus.Registry, st string) (uint64, float
 }
 
 // TestStageLatency: the dispatcher observes dispatch_wait (the delivery
-// record's timestamp to its first request's start) and http (the first
-// request's duration), once per delivery: the retry of a delivery whose
-// first attempt failed adds nothing.
+// record's timestamp to its first request's start), http (the first
+// request's duration) and intent (the part of http spent on the request's
+// intent record), once per delivery: the retry of a delivery whose first
+// attempt failed adds nothing.
 func TestStageLatency(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{partitions: 1, schedule: "1s"})
@@ -70,6 +71,10 @@ func TestStageLatency(t *testing.T) {
 	require.Less(t, sum, age.Seconds()+15)
 	_, httpSum := stageHist(t, reg, stage.HTTP)
 	require.GreaterOrEqual(t, httpSum, answerAfter.Seconds())
+	n, intentSum := stageHist(t, reg, stage.Intent)
+	require.Equal(t, uint64(1), n, "one intent")
+	require.Greater(t, intentSum, 0.0)
+	require.Less(t, intentSum, httpSum-answerAfter.Seconds()+1e-9, "the intent is a part of http, before the receiver's answer")
 
 	// A first attempt that fails, then its retry: only the first counts.
 	b.produce(-1, newDelivery("evt_retry", "ep_1"))
@@ -81,4 +86,6 @@ func TestStageLatency(t *testing.T) {
 	require.Equal(t, uint64(2), n, "dispatch_wait: first attempts only")
 	n, _ = stageHist(t, reg, stage.HTTP)
 	require.Equal(t, uint64(2), n, "http: first attempts only")
+	n, _ = stageHist(t, reg, stage.Intent)
+	require.Equal(t, uint64(2), n, "intent: first attempts only")
 }

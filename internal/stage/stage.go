@@ -35,6 +35,10 @@ const (
 	DispatchWait = "dispatch_wait"
 	// HTTP is the first attempt's request, from start to response (dispatcher).
 	HTTP = "http"
+	// Intent is the part of HTTP before the request goes on the wire: its
+	// intent record produced and acknowledged by Kafka (dispatcher), so
+	// that no request is sent without a trace.
+	Intent = "intent"
 )
 
 // Name is the histogram's metric name.
@@ -47,7 +51,7 @@ var Buckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 
 // registry share the histogram; a nil reg returns an unregistered one.
 func Histogram(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: Name,
-		Help:    "Time a delivery spends in each pipeline stage, by stage: relay_receive (a part of relay_publish), relay_publish, route, dispatch_wait, http (first attempts).",
+		Help:    "Time a delivery spends in each pipeline stage, by stage: relay_receive (a part of relay_publish), relay_publish, route, dispatch_wait, http (first attempts), intent (a part of http).",
 		Buckets: Buckets}, []string{"stage"})
 	if reg == nil {
 		return h, nil

@@ -118,7 +118,7 @@ func stageLatencies(before, after map[string]*stageHist) []StageLatency {
 		out = append(out, StageLatency{Stage: stage, N: n, MeanMs: sum / n * 1000,
 			P50Ms: bucketQuantile(0.5, les, delta) * 1000, P99Ms: bucketQuantile(0.99, les, delta) * 1000})
 	}
-	order := map[string]int{"relay_receive": 1, "relay_publish": 2, "route": 3, "dispatch_wait": 4, "http": 5}
+	order := map[string]int{"relay_receive": 1, "relay_publish": 2, "route": 3, "dispatch_wait": 4, "intent": 5, "http": 6}
 	sort.Slice(out, func(i, j int) bool {
 		oi, oj := order[out[i].Stage], order[out[j].Stage]
 		if oi == 0 {
