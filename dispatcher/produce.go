@@ -102,14 +102,20 @@ var producePool = sync.Pool{New: func() any {
 type outage struct {
 	what     string
 	failing  atomic.Bool  // fast path of ok, called after every success
-	last     atomic.Int64 // Unix nanoseconds of the last failure, for resumes
+	last     atomic.Int64 // Unix nanoseconds of the last failure or recovery, for resumes
 	mu       sync.Mutex
 	since    time.Time // zero while it succeeds
 	failures int
 }
 
-// failedWithin reports a failure within d of now.
+// failedWithin reports a failure within d of now, or an outage not over
+// yet. An outage lasts until its recovery: a request that hung through a
+// broker freeze failed once, at its start, and a resume right after the
+// recovery must still count it.
 func (o *outage) failedWithin(d time.Duration) bool {
+	if o.failing.Load() {
+		return true
+	}
 	last := o.last.Load()
 	return last != 0 && time.Since(time.Unix(0, last)) <= d
 }
@@ -142,6 +148,7 @@ func (o *outage) ok(ctx context.Context, log *slog.Logger) {
 	}
 	since, n := o.since, o.failures
 	o.since, o.failures = time.Time{}, 0
+	o.last.Store(time.Now().UnixNano()) // failing until now (failedWithin)
 	o.failing.Store(false)
 	o.mu.Unlock()
 	log.InfoContext(ctx, o.what+" recovered", "after", time.Since(since).Round(time.Millisecond), "failures", n)

@@ -275,8 +275,8 @@ func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]ti
 // awaitRunning goes on reading the attempts partitions while a previous
 // owner may still write to them (resumeGrace has the why), when this
 // process saw a fetch, commit or produce fail within SessionTimeout plus
-// resumeGrace: a broker fault may have ended members' sessions without a
-// revoke. It reads for resumeGrace after it began (intents written
+// resumeGrace, or fail until then (outage.failedWithin): a broker fault
+// may have ended members' sessions without a revoke. It reads for resumeGrace after it began (intents written
 // meanwhile count too), and while an intent without its attempt record
 // may still get one: until its request's deadline (its start plus
 // Timeout, the longest any request runs) plus resumeGrace. Otherwise it
