@@ -85,9 +85,9 @@ func BenchmarkFoldAttemptHours(b *testing.B) {
 				recs[j] = rec(fmt.Sprintf("f%d", seq), fmt.Sprintf("ep%d", seq%endpoints), 1, attempt.OutcomeDelivered, attempt.NextDone)
 				// 5-27 ms, 18 latency buckets per endpoint in a fold, as
 				// hookbench's receivers answering in 5 ms give (13 per
-				// endpoint). 5+seq%200 followed the endpoint (seq%1000):
+				// endpoint). 5+seq%200 followed the endpoint (seq%endpoints):
 				// one bucket each, and a fold looked half as costly.
-				recs[j].StartedAt, recs[j].Duration = now.Add(-time.Duration(seq%1000)*time.Millisecond), time.Duration(5+(seq/1000)%23)*time.Millisecond
+				recs[j].StartedAt, recs[j].Duration = now.Add(-time.Duration(seq%1000)*time.Millisecond), time.Duration(5+(seq/endpoints)%23)*time.Millisecond
 			}
 			if _, err := db.Store.WriteAttempts(ctx, store.WriteAttemptsParams{Records: recs, Now: now}); err != nil {
 				b.Fatal(err)
