@@ -149,10 +149,10 @@
 // is unknown is made from its delivery record (read again by offset when
 // the first fetch stopped before it) and produced to the attempts
 // partition, and the delivery is sent again
-// (hookd_dispatcher_resume_unknown_total). When this process
-// saw Kafka fail in the last SessionTimeout plus 5s (an outage counts
-// until it ends), the read-back first
-// goes on reading for 5s after it began, and until the request deadline
+// (hookd_dispatcher_resume_unknown_total). When this process saw Kafka
+// fail in the last SessionTimeout plus 5s (an outage counts until it
+// ends), the read-back first goes on reading for 5s after it began, and
+// until the request deadline
 // (start plus Timeout) plus 5s of each intent still without its attempt
 // record: after a broker fault a partition may be lost without a revoke
 // (its owner's membership ended under it: a broker restarted without its

@@ -276,8 +276,9 @@ func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]ti
 // owner may still write to them (resumeGrace has the why), when this
 // process saw a fetch, commit or produce fail within SessionTimeout plus
 // resumeGrace, or fail until then (outage.failedWithin): a broker fault
-// may have ended members' sessions without a revoke. It reads for resumeGrace after it began (intents written
-// meanwhile count too), and while an intent without its attempt record
+// may have ended members' sessions without a revoke. It reads for
+// resumeGrace after it began (intents written meanwhile count too), and
+// while an intent without its attempt record
 // may still get one: until its request's deadline (its start plus
 // Timeout, the longest any request runs) plus resumeGrace. Otherwise it
 // does not wait: a graceful rebalance's previous owners revoked and
