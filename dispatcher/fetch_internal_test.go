@@ -15,12 +15,12 @@ import (
 	"github.com/hookd/hookd/retrytiers"
 )
 
-// The dispatcher's fetches ask the broker to answer at the first record
-// (fetchMinBytes), waiting at most fetchMaxWait when there is none, and
+// The dispatcher's fetches ask the broker to wait for fetchMinBytes, at
+// most fetchMaxWait (fewer, larger fetches while records stream in), and
 // for at most fetchMaxPartitionBytes of each partition (what a pause
 // drops); the operator's kgo options still override them. Fails when the
-// fetches wait for more than the first record (64 KiB, say), wait kgo's
-// 500ms or take kgo's 1 MiB of a partition.
+// fetches are answered at the first byte (MinBytes 1), wait kgo's 500ms or
+// take kgo's 1 MiB of a partition.
 func TestFetchBatching(t *testing.T) {
 	s, err := retrytiers.ParseSchedule(retrytiers.DefaultSchedule)
 	require.NoError(t, err)
@@ -30,9 +30,9 @@ func TestFetchBatching(t *testing.T) {
 		opts                         []kgo.Opt
 		minBytes, maxWait, partBytes int32
 	}{
-		{"dispatcher's", nil, 1, 10, 64 << 10},
-		{"operator's", []kgo.Opt{kgo.FetchMinBytes(32 << 10), kgo.FetchMaxWait(200 * time.Millisecond),
-			kgo.FetchMaxPartitionBytes(1 << 20)}, 32 << 10, 200, 1 << 20},
+		{"dispatcher's", nil, 64 << 10, 10, 64 << 10},
+		{"operator's", []kgo.Opt{kgo.FetchMinBytes(1), kgo.FetchMaxWait(200 * time.Millisecond),
+			kgo.FetchMaxPartitionBytes(1 << 20)}, 1, 200, 1 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
