@@ -93,10 +93,20 @@ func (e *env) filteredEndpoint(t testing.TB, id, account string, status endpoint
 func (e *env) indexedEndpoint(t testing.TB, id, account string) {
 	t.Helper()
 	e.endpoint(t, id, account, endpoint.StatusActive)
-	wait.For(t, 10*time.Second, "the index to load endpoint "+id, func() bool {
-		_, ok := e.index.Endpoint(id)
-		return ok
-	})
+	e.waitIndexed(t, id)
+}
+
+// waitIndexed waits until the index holds every endpoint of ids. The index
+// loads endpoints created after it started in the background; an event
+// routed before it has them is fanned out without them.
+func (e *env) waitIndexed(t testing.TB, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		wait.For(t, 10*time.Second, "the index to load endpoint "+id, func() bool {
+			_, ok := e.index.Endpoint(id)
+			return ok
+		})
+	}
 }
 
 func (e *env) startRouter(t testing.TB) *router.Router {
@@ -149,6 +159,7 @@ func TestFanOutRespectsSubscriptions(t *testing.T) {
 	e.endpoint(t, "ep_cust", "acct_1", endpoint.StatusActive, "customer.created")
 	e.endpoint(t, "ep_off", "acct_1", endpoint.StatusDisabled)
 	e.endpoint(t, "ep_acct2", "acct_2", endpoint.StatusActive)
+	e.waitIndexed(t, "ep_all", "ep_inv", "ep_cust", "ep_acct2")
 	e.startRouter(t)
 
 	e.produce(t,
