@@ -159,7 +159,7 @@ func TestFanOutRespectsSubscriptions(t *testing.T) {
 	e.endpoint(t, "ep_cust", "acct_1", endpoint.StatusActive, "customer.created")
 	e.endpoint(t, "ep_off", "acct_1", endpoint.StatusDisabled)
 	e.endpoint(t, "ep_acct2", "acct_2", endpoint.StatusActive)
-	e.waitIndexed(t, "ep_all", "ep_inv", "ep_cust", "ep_acct2")
+	e.waitIndexed(t, "ep_all", "ep_inv", "ep_cust", "ep_off", "ep_acct2")
 	e.startRouter(t)
 
 	e.produce(t,
