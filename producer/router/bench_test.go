@@ -14,7 +14,6 @@ import (
 
 	"github.com/hookd/hookd/internal/delivery"
 	"github.com/hookd/hookd/internal/endpoint"
-	"github.com/hookd/hookd/internal/wait"
 )
 
 // BenchmarkIngressToDeliveries measures the router alone: b.N envelopes
@@ -102,10 +101,6 @@ func BenchmarkRouteLatency(b *testing.B) {
 	for a := range 100 {
 		e.endpoint(b, fmt.Sprintf("ep_%d", a), fmt.Sprintf("acct_%d", a), endpoint.StatusActive)
 	}
-	wait.For(b, 10*time.Second, "the index to load the endpoints", func() bool {
-		_, ok := e.index.Endpoint("ep_99")
-		return ok
-	})
 	e.startRouter(b)
 	sent := make([]time.Time, b.N)
 	var mu sync.Mutex

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/metrictest"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/producer/router"
@@ -118,8 +119,8 @@ func TestCrashMidTransactionFansOutOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := setup(t)
-			e.indexedEndpoint(t, "ep_a", "acct_1")
-			e.indexedEndpoint(t, "ep_b", "acct_1")
+			e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
+			e.endpoint(t, "ep_b", "acct_1", endpoint.StatusActive)
 			const events, perBatch = 100, 20
 			vals := make([]string, events)
 			for i := range vals {
@@ -163,8 +164,8 @@ func TestCrashMidTransactionFansOutOnce(t *testing.T) {
 func TestRepeatedEventIsFannedOutOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.indexedEndpoint(t, "ep_a", "acct_1")
-	e.indexedEndpoint(t, "ep_b", "acct_1")
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
+	e.endpoint(t, "ep_b", "acct_1", endpoint.StatusActive)
 	const dup = `{"id":"evt_dup","account":"acct_1","type":"invoice.paid","data":{"n":1}}`
 	cl := e.kafka.Client(t)
 	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
@@ -211,7 +212,7 @@ func TestRepeatedEventIsFannedOutOnce(t *testing.T) {
 func TestRolledBackEventIsNotFannedOut(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.indexedEndpoint(t, "ep_a", "acct_1")
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
 	e.startRouter(t)
 	app := e.kafka.Client(t, kgo.TransactionalID("app"))
 	ctx := context.Background()
@@ -237,7 +238,7 @@ func TestRepeatedEventIsDroppedAfterRebalance(t *testing.T) {
 	e := setup(t)
 	const accounts, perAccount = 6, 5
 	for a := range accounts {
-		e.indexedEndpoint(t, fmt.Sprintf("ep_%d", a), fmt.Sprintf("acct_%d", a))
+		e.endpoint(t, fmt.Sprintf("ep_%d", a), fmt.Sprintf("acct_%d", a), endpoint.StatusActive)
 	}
 	cl := e.kafka.Client(t)
 	produceAll := func() {

@@ -168,11 +168,6 @@ func TestRouterRidesOutKafkaFaults(t *testing.T) {
 			})
 			e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
 			e.endpoint(t, "ep_b", "acct_1", endpoint.StatusActive)
-			wait.For(t, 10*time.Second, "the index to load both endpoints", func() bool {
-				_, a := e.index.Endpoint("ep_a")
-				_, b := e.index.Endpoint("ep_b")
-				return a && b
-			})
 			w := &faultWindow{skip: 2, d: outage}
 			fc.inject(t, e, w)
 			returned := e.startWatchedRouter(t, router.Config{Topics: e.names, DrainTimeout: drainTimeout, RetryBackoff: 10 * time.Millisecond,
@@ -331,7 +326,7 @@ func TestRouterEndsOnPermanentError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := setup(t)
-			e.indexedEndpoint(t, "ep_a", "acct_1")
+			e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
 			e.kafka.Fault(tc.fault(e))
 			r, err := router.New(router.Config{Topics: e.names, DrainTimeout: drainTimeout}, router.Deps{Endpoints: e.index,
 				KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger, Registerer: e.reg})

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/producer/router"
 )
@@ -44,7 +45,7 @@ func (e *env) deliveriesOnTopic(t *testing.T, adm *kadm.Client) int64 {
 func TestRouterSendsBatchWithoutLinger(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.indexedEndpoint(t, "ep_a", "acct_1")
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
 	e.startRouterWith(t, kgo.ProducerLinger(time.Minute))
 	e.produce(t, `{"id":"evt_1","account":"acct_1","type":"invoice.paid"}`)
 	adm := kadm.NewClient(e.kafka.Client(t))
@@ -61,7 +62,7 @@ func TestRouterSendsBatchWithoutLinger(t *testing.T) {
 func TestDeliveriesInvisibleUntilTransactionCommits(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.indexedEndpoint(t, "ep_a", "acct_1")
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
 	held, let := e.holdEndTxn(t, 0)
 	e.startRouter(t)
 	adm := kadm.NewClient(e.kafka.Client(t))
@@ -87,7 +88,7 @@ func TestDeliveriesInvisibleUntilTransactionCommits(t *testing.T) {
 func TestUnwrittenBatchIsNotCommittedOnReturn(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.indexedEndpoint(t, "ep_a", "acct_1")
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
 	var (
 		failing atomic.Bool
 		failed  atomic.Int64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookd/hookd/deadletter"
 	"github.com/hookd/hookd/internal/delivery"
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/eventtype"
 	"github.com/hookd/hookd/internal/wait"
 	"github.com/hookd/hookd/producer/router"
@@ -30,7 +31,7 @@ func TestSchemaValidation(t *testing.T) {
 			_, err := e.db.Store.CreateEventType(ctx, eventtype.Type{Name: "invoice.paid",
 				Schema: []byte(`{"type":"object","required":["invoice"],"properties":{"amount":{"type":"integer"}}}`)})
 			require.NoError(t, err)
-			e.indexedEndpoint(t, "ep_1", "acct_1")
+			e.endpoint(t, "ep_1", "acct_1", endpoint.StatusActive)
 			deps := router.Deps{Endpoints: e.index, KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger, Registerer: e.reg}
 			if on {
 				cat, err := eventtype.NewCatalog(eventtype.CatalogConfig{}, e.db.Store, e.logger)
