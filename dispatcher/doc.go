@@ -149,7 +149,16 @@
 // is unknown is made from its delivery record (read again by offset when
 // the first fetch stopped before it) and produced to the attempts
 // partition, and the delivery is sent again
-// (hookd_dispatcher_resume_unknown_total). When this process saw Kafka
+// (hookd_dispatcher_resume_unknown_total). The read-back also reads the
+// partitions of that number of every retry tier and of the DLQ
+// (followup.go): a record's retry record or dead letter is acknowledged
+// before its attempt record, so a process killed between the two leaves
+// the follow-up without the attempt record that finishes its source. A
+// record whose follow-up is found (a retry record names its source in
+// hookd-source, a dead letter in its provenance) is answered, and the lost
+// attempt record is made from the follow-up (its status, error class and
+// next step); sent again, the delivery would fork into two chains of
+// attempts. When this process saw Kafka
 // fail in the last SessionTimeout plus 5s (an outage counts until it
 // ends), the read-back first goes on reading for 5s after it began, and
 // until the request deadline

@@ -155,6 +155,7 @@ func (d *Dispatcher) finishRecord(it *sched.Item, res result) bool {
 		}
 		next := p.next.Record(d.names.Retry[p.tier])
 		next.Partition = r.rec.Partition
+		next.Headers = append(next.Headers, sourceHeader(r.rec)) // followup.go
 		if _, err := d.produce(d.workCtx, next); err != nil {
 			return d.produceFailed("retry record", r.rec, err)
 		}

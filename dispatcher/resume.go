@@ -224,6 +224,7 @@ type intent struct {
 	attempt.Intent
 	kr    *kgo.Record // its intent record
 	index int         // its place in kr
+	after *followUp   // its retry record or dead letter, if found
 }
 
 // topicPart is a partition read back.
@@ -243,13 +244,20 @@ func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]ti
 	defer cancel()
 	from := map[topicPart]time.Time{}
 	for p, at := range starts {
-		for _, tp := range []topicPart{{d.names.Attempts, p.Partition}, {d.names.Intents, 0}} {
+		tps := []topicPart{{d.names.Attempts, p.Partition}, {d.names.Intents, 0}, {d.names.DLQ, p.Partition}}
+		for _, t := range d.names.Retry {
+			tps = append(tps, topicPart{t, p.Partition})
+		}
+		for _, tp := range tps {
 			if f, ok := from[tp]; !ok || at.Before(f) {
 				from[tp] = at
 			}
 		}
 	}
-	cl, err := kgo.NewClient(d.plainOpts...)
+	// Control records are kept, and dropped by add: a partition that ends
+	// in a transaction's marker (the DLQ: the router dead-letters in
+	// transactions) would otherwise never reach its end offset.
+	cl, err := kgo.NewClient(append(slices.Clip(d.plainOpts), kgo.KeepControlRecords())...)
 	if err != nil {
 		return readBackResult{}, fmt.Errorf("attempts read-back client: %w", err)
 	}
@@ -259,10 +267,11 @@ func (d *Dispatcher) readBack(ctx context.Context, starts map[sched.Partition]ti
 		return readBackResult{}, err
 	}
 	rb := readBackState{starts: starts, intents: map[string]intent{}, seen: map[string]bool{},
-		answered: map[sched.Partition]map[int64]bool{}}
+		answered: map[sched.Partition]map[int64]bool{}, followUps: map[attempt.Position]followUp{},
+		tiers: d.tierOf, dlq: d.names.DLQ}
 	if len(offsets) > 0 {
 		cl.AddConsumePartitions(offsets)
-		if err := d.readUntil(ctx, cl, ends, d.names.Attempts+" and "+d.names.Intents, rb.add); err != nil {
+		if err := d.readUntil(ctx, cl, ends, d.readBackTopics(), rb.add); err != nil {
 			return readBackResult{}, err
 		}
 		if err := d.awaitRunning(ctx, cl, &rb); err != nil {
@@ -308,7 +317,7 @@ func (d *Dispatcher) awaitRunning(ctx context.Context, cl *kgo.Client, rb *readB
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("reading back %s and %s: %w", d.names.Attempts, d.names.Intents, err)
+			return fmt.Errorf("reading back %s: %w", d.readBackTopics(), err)
 		}
 		if err := d.permanentFetchErr(fs); err != nil {
 			return err
@@ -327,9 +336,9 @@ func (d *Dispatcher) kafkaFailedWithin(dur time.Duration) bool {
 // first record at or after its time and the end offset; partitions with
 // nothing between have no end and start at their end offset.
 func (d *Dispatcher) readBackRange(ctx context.Context, adm *kadm.Client, from map[topicPart]time.Time) (map[string]map[int32]kgo.Offset, map[topicPart]int64, error) {
-	endOffs, err := adm.ListEndOffsets(ctx, d.names.Attempts, d.names.Intents)
+	endOffs, err := adm.ListEndOffsets(ctx, slices.Concat([]string{d.names.Attempts, d.names.Intents, d.names.DLQ}, d.names.Retry)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing end offsets of %s and %s: %w", d.names.Attempts, d.names.Intents, err)
+		return nil, nil, fmt.Errorf("listing end offsets of %s: %w", d.readBackTopics(), err)
 	}
 	offsets, ends := map[string]map[int32]kgo.Offset{}, map[topicPart]int64{}
 	for tp, at := range from {
@@ -384,6 +393,11 @@ func (d *Dispatcher) readUntil(ctx context.Context, cl *kgo.Client, ends map[top
 	return nil
 }
 
+// readBackTopics names the topics a read-back reads, for errors.
+func (d *Dispatcher) readBackTopics() string {
+	return d.names.Attempts + ", " + d.names.Intents + ", the retry tiers and " + d.names.DLQ
+}
+
 // permanentFetchErr is the first permanent error of a read-back's fetch.
 func (d *Dispatcher) permanentFetchErr(fs kgo.Fetches) error {
 	var ferr error
@@ -401,12 +415,28 @@ type readBackState struct {
 	intents  map[string]intent // by attempt id
 	seen     map[string]bool   // attempt ids of attempt records
 	answered map[sched.Partition]map[int64]bool
+	// followUps are the retry records and dead letters found, by source
+	// (followup.go).
+	followUps map[attempt.Position]followUp
+	tiers     map[string]int // the retry tiers' topics
+	dlq       string
 }
 
 // add takes one record read back: of a partition being resumed, an
 // intent is kept until its attempt record comes (the same attempt id),
 // and an attempt record but an unknown one marks its source answered.
 func (s *readBackState) add(kr *kgo.Record) {
+	if kr.Attrs.IsControl() {
+		return
+	}
+	if _, ok := s.tiers[kr.Topic]; ok {
+		s.addRetry(kr)
+		return
+	}
+	if kr.Topic == s.dlq {
+		s.addDeadLetter(kr)
+		return
+	}
 	if attempt.IsIntent(kr) {
 		s.addIntents(kr)
 		return
@@ -483,6 +513,9 @@ func (s *readBackState) result() readBackResult {
 	out := readBackResult{answered: s.answered}
 	for id, in := range s.intents {
 		if !s.seen[id] {
+			if f, ok := s.followUpFor(in.Intent); ok {
+				in.after = &f
+			}
 			out.unknown = append(out.unknown, in)
 		}
 	}
@@ -515,6 +548,7 @@ func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent, recs [
 	}
 	var out []*kgo.Record
 	number := map[*kgo.Record]int{}
+	followed := 0 // of out: the follow-up tells the outcome, not sent again
 	for _, in := range intents {
 		r := sources[in.Source]
 		if r == nil {
@@ -524,7 +558,12 @@ func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent, recs [
 			}
 			continue
 		}
-		kr, err := unknownAttempt(in.Intent, r).KafkaRecord(d.names.Attempts)
+		rec := unknownAttempt(in.Intent, r)
+		if in.after != nil {
+			followedAttempt(rec, *in.after)
+			followed++
+		}
+		kr, err := rec.KafkaRecord(d.names.Attempts)
 		if err != nil {
 			d.log.WarnContext(ctx, "a request with an unknown outcome cannot be recorded", "attempt_id", in.AttemptID, "error", err)
 			continue
@@ -544,7 +583,7 @@ func (d *Dispatcher) recordUnknown(ctx context.Context, intents []intent, recs [
 		d.m.attemptsBy.get(attemptKey{outcome: attempt.OutcomeUnknown, attempt: number[res.Record]}).Inc()
 	}
 	d.log.InfoContext(ctx, "recorded requests a previous owner stopped during (outcome unknown); their deliveries are attempted again",
-		"requests", len(out), "intents", len(intents))
+		"requests", len(out), "intents", len(intents), "outcome_from_follow_up", followed)
 }
 
 // unknownAttempt is the attempt record of in's request, of outcome
