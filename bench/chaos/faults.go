@@ -174,7 +174,7 @@ func (r *DuplicateReport) OK() bool { return len(r.Problems) == 0 }
 // order.
 func AttributeDuplicates(reqs []Request, faults []Fault, attempts []AttemptSeen) *DuplicateReport {
 	rep := &DuplicateReport{Faults: make([]FaultDuplicates, len(faults))}
-	inFlight := make([]map[pair]bool, len(faults))
+	inFlight := make([]map[pair]time.Time, len(faults))
 	for i, f := range faults {
 		fd := &rep.Faults[i]
 		fd.Fault = f
@@ -213,18 +213,20 @@ func AttributeDuplicates(reqs []Request, faults []Fault, attempts []AttemptSeen)
 // blame returns the index of the fault a duplicate of p, whose request
 // started at dup, is attributed to, the first 2xx request of p having
 // started at first; -1 if none. In order: the last fault before dup at
-// which p was in flight (its request may have reached the receiver's
-// handler only after the fault); the first fault between first and dup;
+// which a request of p made before dup was in flight (its request may
+// have reached the receiver's handler only after the fault; the
+// duplicate itself in flight at a fault is that fault's to re-send, not
+// its cause); the first fault between first and dup;
 // the last fault before first that set off rebalances, if first is within
 // its Aftermath (the duplicate then comes from a partition moved by one of
 // them).
-func blame(p pair, first, dup time.Time, faults []Fault, inFlight []map[pair]bool) int {
+func blame(p pair, first, dup time.Time, faults []Fault, inFlight []map[pair]time.Time) int {
 	firstAfter, rebalancing, inFlightAt := -1, -1, -1
 	for i, f := range faults {
 		if f.At.After(dup) {
 			break // faults are in time order
 		}
-		if inFlight[i][p] {
+		if since, ok := inFlight[i][p]; ok && since.Before(dup) {
 			inFlightAt = i
 		}
 		switch {
@@ -246,15 +248,21 @@ func blame(p pair, first, dup time.Time, faults []Fault, inFlight []map[pair]boo
 }
 
 // countInFlight fills fd's Open, Unlogged and InFlight and returns the
-// pairs in flight. A request on the faulted process's connections is open
+// pairs in flight, each with the start of its earliest request in flight. A request on the faulted process's connections is open
 // when the receiver finished it at or after the fault (a frozen process
 // sends nothing new, so a request the receiver read after the freeze was
 // on the wire before it). One answered before is unlogged when its pair
 // had more requests answered before the fault than attempt records that
 // made a request below the fault's attempt offsets.
-func countInFlight(fd *FaultDuplicates, reqs []Request, attempts []AttemptSeen) map[pair]bool {
+func countInFlight(fd *FaultDuplicates, reqs []Request, attempts []AttemptSeen) map[pair]time.Time {
 	f := fd.Fault
-	pairs := map[pair]bool{}
+	pairs := map[pair]time.Time{}
+	mark := func(q Request) {
+		p := pair{q.EndpointID, q.WebhookID}
+		if since, ok := pairs[p]; !ok || q.At.Before(since) {
+			pairs[p] = q.At
+		}
+	}
 	if len(f.Conns) == 0 {
 		return pairs
 	}
@@ -269,7 +277,7 @@ func countInFlight(fd *FaultDuplicates, reqs []Request, attempts []AttemptSeen) 
 		}
 		if !q.Done.Before(f.At) {
 			fd.Open++
-			pairs[pair{q.EndpointID, q.WebhookID}] = true
+			mark(q)
 			continue
 		}
 		mine = append(mine, q)
@@ -290,7 +298,7 @@ func countInFlight(fd *FaultDuplicates, reqs []Request, attempts []AttemptSeen) 
 			if missing[p] > 0 {
 				missing[p]--
 				fd.Unlogged++
-				pairs[p] = true
+				mark(q)
 			}
 		}
 	}

@@ -218,3 +218,31 @@ func TestResolveEnds(t *testing.T) {
 		t.Errorf("ends read at the fault were replaced: %v", e)
 	}
 }
+
+// A delivery re-sent by each next owner just before that owner is killed
+// too (the kill loop: an owner is killed 0.3 s after it is given
+// partitions): each request is in flight at the next kill and each kill
+// causes one duplicate. The request that reaches the receiver only after
+// its own process was frozen is in flight at that fault, but it is the
+// previous fault's duplicate, not that fault's.
+func TestAttributeDuplicatesReSentAcrossKills(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	ms := time.Millisecond
+	ok := func(conn uint64, start time.Duration) Request {
+		return Request{EndpointID: "e", WebhookID: "r", Status: 200, Conn: conn, At: at(start), Done: at(start + 5*ms)}
+	}
+	crash := func(s time.Duration, conn uint64) Fault {
+		return Fault{What: "kill -9", Kind: FaultCrash, At: at(s), Conns: map[uint64]bool{conn: true}, AttemptEnds: map[int32]int64{0: 0}}
+	}
+	reqs := []Request{ok(11, 10*time.Second-2*ms), ok(12, 20*time.Second-2*ms), ok(13, 30*time.Second+10*ms), ok(14, 39*time.Second)}
+	rep := AttributeDuplicates(reqs, []Fault{crash(10*time.Second, 11), crash(20*time.Second, 12), crash(30*time.Second, 13)}, nil)
+	for i, f := range rep.Faults {
+		if f.InFlight != 1 || f.Duplicates != 1 {
+			t.Errorf("fault %d: in flight %d, duplicates %d; want 1 and 1", i+1, f.InFlight, f.Duplicates)
+		}
+	}
+	if !rep.OK() {
+		t.Errorf("problems: %v", rep.Problems)
+	}
+}
