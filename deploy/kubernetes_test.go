@@ -221,6 +221,9 @@ func TestKubernetesEnvIsRealHookdConfig(t *testing.T) {
 				v, ok := s.StringData[e.ValueFrom.SecretKeyRef.Key]
 				require.True(t, ok, "%s: Secret %s has no key %s", w.name, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key)
 				env[e.Name] = v
+			case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
+				require.Equal(t, "metadata.name", e.ValueFrom.FieldRef.FieldPath, "%s: %s", w.name, e.Name)
+				env[e.Name] = w.name + "-5d8c7b9f4-x2x7q" // a pod's name, as the downward API gives it
 			default:
 				env[e.Name] = e.Value
 			}

@@ -132,6 +132,21 @@ type Config struct {
 	// pauses (heartbeats go every second). The broker must allow it
 	// (group.min.session.timeout.ms, 6s by default). Defaults to 10s.
 	SessionTimeout time.Duration
+	// InstanceID makes the dispatcher a static member of its group
+	// (KIP-345, Kafka 2.4+): a process restarted with the same id after a
+	// crash takes its predecessor's place and partitions at once, and the
+	// other members go on delivering (the group's leader restarted makes
+	// one rebalance of live members, about a second: kgo rejoins to check
+	// the subscriptions). A dynamic member's restart joins as
+	// a new member: every member revokes (Range is eager) and the group
+	// waits for the dead one's session to expire, so no dispatcher
+	// delivers for up to SessionTimeout. A graceful stop still leaves the
+	// group (Run sends the leave), so a scale-down hands its partitions
+	// over at once. Each running process needs its own id, kept across
+	// restarts (a StatefulSet pod's name): a second process with the same
+	// id fences the first. Letters, digits, '.', '_' and '-', at most 249.
+	// Empty (the default): a dynamic member.
+	InstanceID string
 	// UserAgent is sent with every request. Defaults to "hookd/<version>".
 	UserAgent string
 	// ResumeMargin: a dispatcher taking a partition reads the attempts
@@ -255,6 +270,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Group == "":
 		return fmt.Errorf("dispatcher group: must not be empty")
+	case ValidateInstanceID(c.InstanceID) != nil:
+		return fmt.Errorf("dispatcher instance id: %w", ValidateInstanceID(c.InstanceID))
 	case c.ResumeMargin > time.Hour:
 		return fmt.Errorf("dispatcher resume margin: at most 1h, got %s", c.ResumeMargin)
 	case c.ConnectTimeout > c.Timeout:
@@ -348,4 +365,19 @@ type Deps struct {
 	// and, for an endpoint with SendTraceparent, in the request's. Nil or
 	// a no-op tracer: no span, no header.
 	Tracer trace.Tracer
+}
+
+// ValidateInstanceID returns an error unless id is empty or a name Kafka
+// accepts as a group instance id (the rules of topic and group names).
+func ValidateInstanceID(id string) error {
+	if len(id) > 249 {
+		return fmt.Errorf("%d characters, at most 249", len(id))
+	}
+	for _, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Errorf("%q: letters, digits, '.', '_' and '-' only", id)
+		}
+	}
+	return nil
 }

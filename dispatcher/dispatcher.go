@@ -263,6 +263,9 @@ func (d *Dispatcher) clientOpts() []kgo.Opt {
 		kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
 	}
 	opts = append(opts, d.kopts...)
+	if d.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(d.cfg.InstanceID))
+	}
 	return append(opts,
 		kgo.ProducerLinger(produceLinger),
 		kgo.ConsumerGroup(d.cfg.Group),
@@ -346,6 +349,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	close(bg)
 	bgWG.Wait()
 	cl.Close()
+	d.leaveStatic(ctx)
 	d.sender.closeIdle()
 	d.log.InfoContext(ctx, "dispatcher stopped")
 	return runErr

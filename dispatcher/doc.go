@@ -23,7 +23,13 @@
 // revokes everything) is used. A member that leaves or dies hands all its
 // partitions, deliveries and tiers together, to the others; a dead one
 // (kill -9) after the group's session timeout, SessionTimeout (10s by
-// default, not Kafka's 45s, so its endpoints wait that much less).
+// default, not Kafka's 45s, so its endpoints wait that much less). A
+// dynamic member restarted after a crash joins as a new member, and every
+// member revokes and waits for the dead one's session: no delivery at all
+// for up to SessionTimeout. With InstanceID the dispatcher is a static
+// member: its restart takes the dead one's place and partitions with no
+// rebalance (one of live members, about a second, when it led the group);
+// a graceful stop leaves explicitly (static.go).
 //
 // # A record's path, and who owns what
 //

@@ -190,6 +190,11 @@ func (c *Cluster) args(name string) ([]string, error) {
 	if role == "relay" || role == RoleRun {
 		args = append(args, "--relay-slot", c.cfg.Slot)
 	}
+	if role == "dispatch" {
+		// Static group members, as the Kubernetes manifest runs them: a
+		// dispatcher restarted after a kill takes its old place.
+		args = append(args, "--instance-id", name)
+	}
 	if role == "dispatch" || role == RoleRun {
 		args = append(args, "--allow-private-networks", "--request-timeout", c.cfg.RequestTimeout.String(),
 			"--connect-timeout", "1s")

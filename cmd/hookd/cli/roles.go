@@ -99,6 +99,7 @@ type DispatchFlags struct {
 	BreakerFailureRatio float64       `name:"breaker-failure-ratio" default:"0.5" env:"HOOKD_BREAKER_FAILURE_RATIO" help:"Share of failed requests in the window that trips the breaker."`
 	LogDeliveries       bool          `name:"log-deliveries" env:"HOOKD_LOG_DELIVERIES" help:"Log one line per delivery attempt (endpoint, event id, status, duration) at info; they are logged at debug anyway (--log-level debug)."`
 	EgressProxy         string        `name:"egress-proxy" env:"HOOKD_EGRESS_PROXY" help:"HTTP CONNECT proxy for every webhook request, http://[user:pass@]host:port (fixed egress addresses). The SSRF guard still checks each destination's resolved addresses before CONNECT; the proxy's own address may be private."`
+	InstanceID          string        `name:"instance-id" env:"HOOKD_INSTANCE_ID" help:"Static member id in the dispatcher group, unique per process and kept across restarts (e.g. the pod name): a restart after a crash takes the old process's partitions at once instead of stopping every dispatcher for the session timeout. Empty: a dynamic member."`
 	EndpointCAFile      string        `name:"endpoint-ca-file" env:"HOOKD_ENDPOINT_CA_FILE" help:"PEM bundle of CA certificates trusted for https endpoints in addition to the system roots (receivers with a private CA; SSL_CERT_FILE replaces the system roots instead)."`
 	EndpointLimitFlags
 }
@@ -112,6 +113,9 @@ func (f DispatchFlags) validate() error {
 	}
 	if _, err := dispatcher.ParseEgressProxy(f.EgressProxy); err != nil {
 		return fmt.Errorf("--egress-proxy: %w", err)
+	}
+	if err := dispatcher.ValidateInstanceID(f.InstanceID); err != nil {
+		return fmt.Errorf("--instance-id: %w", err)
 	}
 	if f.EndpointCAFile != "" {
 		if _, err := dispatcher.LoadEndpointCAs(f.EndpointCAFile); err != nil {
@@ -135,6 +139,7 @@ func (f DispatchFlags) dispatcherConfig(t topics.Config) dispatcher.Config {
 		AllowPrivateNetworks: f.AllowPrivateNetworks,
 		EgressProxy:          egress,
 		EndpointCAFile:       f.EndpointCAFile,
+		InstanceID:           f.InstanceID,
 		LogDeliveries:        f.LogDeliveries,
 		Breaker: dispatcher.BreakerConfig{
 			OpenFor:      f.BreakerOpenFor,
