@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -180,16 +179,8 @@ func TestKill9WithRetryTiers(t *testing.T) {
 		}
 	}
 
-	kafka := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	env := []string{"HOOKD_LOG_LEVEL=warn"}
-	broker := proctest.Start(t, bin, env, "broker", "--data-dir", t.TempDir(), "--kafka-listen", kafka)
-	k9Eventually(t, 60*time.Second, "the broker listens", func() bool {
-		c, err := net.DialTimeout("tcp", kafka, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, broker)
+	kafka := startBroker(t, bin, env)
 	common := []string{"--database-url", db.URL, "--brokers", kafka, "--partitions", "3", "--retry-schedule", "1s,2s,4s",
 		"--replication-factor", "1", "--min-insync-replicas", "1"}
 	role := func(name string, extra ...string) *proctest.Proc {

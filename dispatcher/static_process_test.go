@@ -37,16 +37,8 @@ func TestStaticMemberRestart(t *testing.T) {
 }
 
 func testStaticMemberRestart(t *testing.T, bin, dbURL string, static bool) {
-	kafka := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	env := []string{"HOOKD_LOG_LEVEL=info"}
-	broker := proctest.Start(t, bin, env, "broker", "--data-dir", t.TempDir(), "--kafka-listen", kafka)
-	k9Eventually(t, 60*time.Second, "the broker listens", func() bool {
-		c, err := net.DialTimeout("tcp", kafka, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, broker)
+	kafka := startBroker(t, bin, env)
 	dispatch := func(id string) *proctest.Proc {
 		listen := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 		args := []string{"dispatch", "--database-url", dbURL, "--brokers", kafka, "--partitions", "4",
@@ -112,4 +104,19 @@ func deliveriesAssigned(out string) int {
 	}
 	list, _, _ := strings.Cut(rest, "]")
 	return len(strings.Fields(list))
+}
+
+// startBroker runs `hookd broker` on a free port until the test ends and
+// returns its address once it listens.
+func startBroker(t *testing.T, bin string, env []string) string {
+	kafka := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
+	broker := proctest.Start(t, bin, env, "broker", "--data-dir", t.TempDir(), "--kafka-listen", kafka)
+	k9Eventually(t, 60*time.Second, "the broker listens", func() bool {
+		c, err := net.DialTimeout("tcp", kafka, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, broker)
+	return kafka
 }
