@@ -135,17 +135,17 @@ type Config struct {
 	// InstanceID makes the dispatcher a static member of its group
 	// (KIP-345, Kafka 2.4+): a process restarted with the same id after a
 	// crash takes its predecessor's place and partitions at once, and the
-	// other members go on delivering (the group's leader restarted makes
-	// one rebalance of live members, about a second: kgo rejoins to check
-	// the subscriptions). A dynamic member's restart joins as
-	// a new member: every member revokes (Range is eager) and the group
-	// waits for the dead one's session to expire, so no dispatcher
-	// delivers for up to SessionTimeout. A graceful stop still leaves the
-	// group (Run sends the leave), so a scale-down hands its partitions
-	// over at once. Each running process needs its own id, kept across
-	// restarts (a StatefulSet pod's name): a second process with the same
-	// id fences the first. Letters, digits, '.', '_' and '-', at most 249.
-	// Empty (the default): a dynamic member.
+	// other members go on delivering (a restarted leader makes one
+	// rebalance of live members, about a second: kgo rejoins to check the
+	// subscriptions). A dynamic member's restart joins as a new member:
+	// every member revokes (Range is eager) and the group waits for the
+	// dead one's session to expire, so no dispatcher delivers for up to
+	// SessionTimeout. A graceful stop still leaves the group (Run sends
+	// the leave), so a scale-down hands its partitions over at once. Each
+	// running process needs its own id, kept across its restarts (a pod's
+	// name, which a container restarted in its pod keeps): a second
+	// process with the same id fences the first. Letters, digits, '.', '_'
+	// and '-', at most 249. Empty (the default): a dynamic member.
 	InstanceID string
 	// UserAgent is sent with every request. Defaults to "hookd/<version>".
 	UserAgent string
@@ -267,11 +267,12 @@ func (c *Config) validate() error {
 	if err := c.validateBounds(); err != nil {
 		return err
 	}
+	if err := ValidateInstanceID(c.InstanceID); err != nil {
+		return fmt.Errorf("dispatcher instance id: %w", err)
+	}
 	switch {
 	case c.Group == "":
 		return fmt.Errorf("dispatcher group: must not be empty")
-	case ValidateInstanceID(c.InstanceID) != nil:
-		return fmt.Errorf("dispatcher instance id: %w", ValidateInstanceID(c.InstanceID))
 	case c.ResumeMargin > time.Hour:
 		return fmt.Errorf("dispatcher resume margin: at most 1h, got %s", c.ResumeMargin)
 	case c.ConnectTimeout > c.Timeout:
