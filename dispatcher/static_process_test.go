@@ -1,7 +1,6 @@
 package dispatcher_test
 
 import (
-	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,12 +110,6 @@ func deliveriesAssigned(out string) int {
 func startBroker(t *testing.T, bin string, env []string) string {
 	kafka := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	broker := proctest.Start(t, bin, env, "broker", "--data-dir", t.TempDir(), "--kafka-listen", kafka)
-	k9Eventually(t, 60*time.Second, "the broker listens", func() bool {
-		c, err := net.DialTimeout("tcp", kafka, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, broker)
+	broker.WaitListening(kafka, 60*time.Second)
 	return kafka
 }

@@ -39,6 +39,11 @@ type acceptor struct {
 	// is nil again as soon as one accept succeeds, these are not.
 	failures    int
 	lastFailure error
+	// private, while set, is the only listener Accept serves: a broker
+	// repairing its log after a crash admits its own client through it,
+	// and clients dialling the public address wait in the kernel's
+	// backlog until release.
+	private net.Listener
 }
 
 func newAcceptor(ln net.Listener, logger *slog.Logger) *acceptor {
@@ -47,6 +52,19 @@ func newAcceptor(ln net.Listener, logger *slog.Logger) *acceptor {
 
 // Accept returns the next connection; it returns an error only after Close.
 func (a *acceptor) Accept() (net.Conn, error) {
+	for {
+		ln := a.held()
+		if ln == nil {
+			break
+		}
+		if c, err := ln.Accept(); err == nil {
+			return c, nil
+		}
+		if a.isClosed() {
+			return nil, net.ErrClosed
+		}
+		// release closed the private listener: serve the public one.
+	}
 	backoff := acceptBackoffMin
 	for {
 		ln, probing, err := a.current()
@@ -116,6 +134,35 @@ func (a *acceptor) fail(ln net.Listener, err error) {
 	a.ln = fresh
 }
 
+// hold makes Accept serve only a new private loopback listener, whose
+// address it returns, until release.
+func (a *acceptor) hold() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("private listener: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.private = ln
+	return ln.Addr().String(), nil
+}
+
+// release closes the private listener; Accept serves the public one again.
+func (a *acceptor) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.private != nil {
+		_ = a.private.Close()
+		a.private = nil
+	}
+}
+
+func (a *acceptor) held() net.Listener {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.private
+}
+
 func (a *acceptor) recovered() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -151,6 +198,9 @@ func (a *acceptor) Close() error {
 	}
 	a.closed = true
 	close(a.done)
+	if a.private != nil {
+		_ = a.private.Close()
+	}
 	return a.ln.Close()
 }
 

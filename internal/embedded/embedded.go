@@ -1,8 +1,10 @@
 // Package embedded runs hookd's in-process Kafka-protocol broker (franz-go's
 // kfake) when no --brokers are given: one broker, persisted under a data
 // directory, listening on a loopback address that standard tools (kcat) can
-// reach. It owns the broker's lifecycle and its data-directory lock, nothing
-// else; production deployments point --brokers at real Kafka instead.
+// reach. It owns the broker's lifecycle and its data-directory lock, and
+// after a crash repairs what kfake leaves undone (recover.go: the abort
+// markers of transactions open at the kill) before admitting clients;
+// production deployments point --brokers at real Kafka instead.
 //
 // Internal: only hookd's own packages can import it.
 package embedded
@@ -63,6 +65,8 @@ type Broker struct {
 	lock    *os.File
 	addr    string
 	acc     *acceptor
+	dataDir string
+	logger  *slog.Logger
 }
 
 // ErrDataDirInUse is returned when another process holds the data directory.
@@ -86,6 +90,11 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Broker, error
 		lock.Close()
 		return nil, fmt.Errorf("%w: %s", ErrDataDirInUse, cfg.DataDir)
 	}
+	crash, err := crashed(cfg.DataDir)
+	if err != nil {
+		releaseLock(lock)
+		return nil, err
+	}
 	// Bind first so that a busy port is a clear error, then hand the
 	// listener to kfake.
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -96,6 +105,14 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Broker, error
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	p, _ := strconv.Atoi(port)
 	acc := newAcceptor(ln, logger)
+	private := ""
+	if crash {
+		if private, err = acc.hold(); err != nil {
+			acc.Close()
+			releaseLock(lock)
+			return nil, fmt.Errorf("starting embedded kafka: %w", err)
+		}
+	}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(p),
@@ -112,7 +129,16 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Broker, error
 		releaseLock(lock)
 		return nil, fmt.Errorf("starting embedded kafka: %w", err)
 	}
-	b := &Broker{cluster: c, lock: lock, addr: ln.Addr().String(), acc: acc}
+	b := &Broker{cluster: c, lock: lock, addr: ln.Addr().String(), acc: acc, dataDir: cfg.DataDir, logger: logger}
+	if crash {
+		err := closeCrashedTransactions(ctx, b.addr, private, logger)
+		acc.release()
+		if err != nil {
+			c.Close()
+			releaseLock(lock)
+			return nil, fmt.Errorf("embedded kafka after a crash: %w", err)
+		}
+	}
 	logger.InfoContext(ctx, "embedded kafka started", "listen", b.addr, "data_dir", cfg.DataDir)
 	return b, nil
 }
@@ -129,6 +155,10 @@ func (b *Broker) Err() error { return b.acc.Err() }
 // Close stops the broker, flushing its data to disk, and releases the lock.
 func (b *Broker) Close() {
 	b.cluster.Close()
+	if err := markCleanStop(b.dataDir); err != nil {
+		// The next start repairs transactions it need not: harmless.
+		b.logger.Warn("embedded kafka: recording the clean stop", "error", err)
+	}
 	releaseLock(b.lock)
 }
 

@@ -65,3 +65,23 @@ func TestDataDirInUse(t *testing.T) {
 	_, err := Start(context.Background(), Config{DataDir: dir, Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.ErrorIs(t, err, ErrDataDirInUse)
 }
+
+// A data directory whose broker was closed is not repaired at the next
+// start; one whose broker was killed (no clean-stop mark) is, and so is one
+// whose last start was itself killed.
+func TestCrashedTellsAKillFromAClose(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	crash, err := crashed(dir)
+	require.NoError(t, err)
+	require.False(t, crash, "a new data directory")
+
+	b := start(t, dir)
+	b.Close()
+	crash, err = crashed(dir)
+	require.NoError(t, err)
+	require.False(t, crash, "closed")
+	crash, err = crashed(dir)
+	require.NoError(t, err)
+	require.True(t, crash, "started, then killed before Close")
+}

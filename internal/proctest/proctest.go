@@ -183,6 +183,29 @@ func (p *Proc) WaitReady(addr string, timeout time.Duration) {
 	}
 }
 
+// WaitListening polls addr until it accepts a TCP connection: a broker
+// (hookd broker) has no /readyz.
+func (p *Proc) WaitListening(addr string, timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-p.done:
+			p.t.Fatalf("proctest: process exited before listening on %s; stderr:\n%s", addr, p.Stderr())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("proctest: nothing listens on %s within %s: %v; stderr:\n%s", addr, timeout, err, p.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
 // Run runs bin to completion and returns its exit code, stdout and stderr.
 func Run(t testing.TB, timeout time.Duration, bin string, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
