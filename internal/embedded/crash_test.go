@@ -79,3 +79,47 @@ func txnClient(t *testing.T, kafka string) *kgo.Client {
 	require.NoError(t, err)
 	return cl
 }
+
+// A producer that asks to commit a transaction the broker's kill aborted is
+// told it failed (kfake answers INVALID_TXN_STATE), so a router rewinds to its
+// committed offsets and fans the events out again; told it committed, it
+// would move on past events it never fanned out. kfake's behaviour, checked
+// here because the router relies on it.
+func TestCommitAfterACrashIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	bin := proctest.Binary(t, "hookd")
+	dir := t.TempDir()
+	kafka := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
+	broker := startBroker(t, bin, dir, kafka)
+	admin, err := kgo.NewClient(kgo.SeedBrokers(kafka))
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "t")
+	require.NoError(t, err)
+
+	open := txnClient(t, kafka)
+	defer open.Close()
+	require.NoError(t, open.BeginTransaction())
+	require.NoError(t, open.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("before")}).FirstErr())
+	require.NoError(t, open.EndTransaction(ctx, kgo.TryCommit))
+	require.NoError(t, open.BeginTransaction())
+	require.NoError(t, open.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("open at the crash")}).FirstErr())
+	broker.Kill()
+	startBroker(t, bin, dir, kafka)
+	endErr := open.EndTransaction(ctx, kgo.TryCommit)
+
+	reader, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.ConsumeTopics("t"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer reader.Close()
+	var got []string
+	poll, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	for poll.Err() == nil {
+		reader.PollFetches(poll).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	require.Equal(t, []string{"before"}, got, "read_committed after the crash")
+	require.Error(t, endErr, "the commit was reported although the crash aborted its records")
+}
