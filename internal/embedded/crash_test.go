@@ -24,60 +24,26 @@ func TestCrashAbortedTransactionHidesNothingAfterIt(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	bin := proctest.Binary(t, "hookd")
-	dir := t.TempDir()
-	kafka := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
-	broker := startBroker(t, bin, dir, kafka)
+	b := newCrashBroker(ctx, t)
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(kafka))
-	require.NoError(t, err)
-	defer admin.Close()
-	_, err = kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "t")
-	require.NoError(t, err)
-
-	open := txnClient(t, kafka)
+	open := b.txnClient(t)
 	require.NoError(t, open.BeginTransaction())
-	require.NoError(t, open.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("open at the crash")}).FirstErr())
-	broker.Kill()
+	require.NoError(t, open.ProduceSync(ctx, kgo.StringRecord("open at the crash")).FirstErr())
+	b.kill()
 	open.Close()
 
-	restarted := startBroker(t, bin, dir, kafka)
-	next := txnClient(t, kafka) // the same transactional id: the same producer id
+	restarted := b.start()
+	next := b.txnClient(t) // the same transactional id: the same producer id
 	defer next.Close()
 	require.NoError(t, next.BeginTransaction())
 	for _, v := range []string{"committed 1", "committed 2"} {
-		require.NoError(t, next.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte(v)}).FirstErr())
+		require.NoError(t, next.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr())
 	}
 	require.NoError(t, next.EndTransaction(ctx, kgo.TryCommit))
 
-	reader, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.ConsumeTopics("t"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer reader.Close()
-	var got []string
-	poll, stop := context.WithTimeout(ctx, 10*time.Second)
-	defer stop()
-	for len(got) < 2 && poll.Err() == nil {
-		reader.PollFetches(poll).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	require.Equal(t, []string{"committed 1", "committed 2"}, got,
+	require.Equal(t, []string{"committed 1", "committed 2"}, b.readCommitted(ctx, t, 2, 10*time.Second),
 		"read_committed must return the transaction committed after the crash, and nothing of the one open at it")
 	require.Contains(t, restarted.Stderr(), "closed the transactions a crash left open")
-}
-
-func startBroker(t *testing.T, bin, dir, kafka string) *proctest.Proc {
-	t.Helper()
-	p := proctest.Start(t, bin, nil, "broker", "--data-dir", dir, "--kafka-listen", kafka)
-	p.WaitListening(kafka, 60*time.Second)
-	return p
-}
-
-func txnClient(t *testing.T, kafka string) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.TransactionalID("crash-test"),
-		kgo.RecordRetries(10), kgo.DefaultProduceTopic("t"))
-	require.NoError(t, err)
-	return cl
 }
 
 // A producer that asks to commit a transaction the broker's kill aborted is
@@ -89,37 +55,74 @@ func TestCommitAfterACrashIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	bin := proctest.Binary(t, "hookd")
-	dir := t.TempDir()
-	kafka := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
-	broker := startBroker(t, bin, dir, kafka)
-	admin, err := kgo.NewClient(kgo.SeedBrokers(kafka))
+	b := newCrashBroker(ctx, t)
+
+	open := b.txnClient(t)
+	defer open.Close()
+	require.NoError(t, open.BeginTransaction())
+	require.NoError(t, open.ProduceSync(ctx, kgo.StringRecord("before")).FirstErr())
+	require.NoError(t, open.EndTransaction(ctx, kgo.TryCommit))
+	require.NoError(t, open.BeginTransaction())
+	require.NoError(t, open.ProduceSync(ctx, kgo.StringRecord("open at the crash")).FirstErr())
+	b.kill()
+	b.start()
+	endErr := open.EndTransaction(ctx, kgo.TryCommit)
+
+	// Read until the deadline: a record that should not be there may come late.
+	require.Equal(t, []string{"before"}, b.readCommitted(ctx, t, 3, 5*time.Second), "read_committed after the crash")
+	require.Error(t, endErr, "the commit was reported although the crash aborted its records")
+}
+
+// crashBroker is a real hookd broker process on a data directory that
+// outlives it, with a one-partition topic "t".
+type crashBroker struct {
+	t        *testing.T
+	bin, dir string
+	kafka    string
+	proc     *proctest.Proc
+}
+
+func newCrashBroker(ctx context.Context, t *testing.T) *crashBroker {
+	b := &crashBroker{t: t, bin: proctest.Binary(t, "hookd"), dir: t.TempDir(),
+		kafka: "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))}
+	b.start()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(b.kafka))
 	require.NoError(t, err)
 	defer admin.Close()
 	_, err = kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "t")
 	require.NoError(t, err)
+	return b
+}
 
-	open := txnClient(t, kafka)
-	defer open.Close()
-	require.NoError(t, open.BeginTransaction())
-	require.NoError(t, open.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("before")}).FirstErr())
-	require.NoError(t, open.EndTransaction(ctx, kgo.TryCommit))
-	require.NoError(t, open.BeginTransaction())
-	require.NoError(t, open.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("open at the crash")}).FirstErr())
-	broker.Kill()
-	startBroker(t, bin, dir, kafka)
-	endErr := open.EndTransaction(ctx, kgo.TryCommit)
+func (b *crashBroker) start() *proctest.Proc {
+	b.t.Helper()
+	b.proc = proctest.Start(b.t, b.bin, nil, "broker", "--data-dir", b.dir, "--kafka-listen", b.kafka)
+	b.proc.WaitListening(b.kafka, 60*time.Second)
+	return b.proc
+}
 
-	reader, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.ConsumeTopics("t"),
+func (b *crashBroker) kill() { b.proc.Kill() }
+
+// txnClient produces to "t" as the transactional id every client here shares.
+func (b *crashBroker) txnClient(t *testing.T) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.kafka), kgo.TransactionalID("crash-test"),
+		kgo.RecordRetries(10), kgo.DefaultProduceTopic("t"))
+	require.NoError(t, err)
+	return cl
+}
+
+// readCommitted reads "t" from its start, read_committed, until it has want
+// records or within has passed.
+func (b *crashBroker) readCommitted(ctx context.Context, t *testing.T, want int, within time.Duration) []string {
+	reader, err := kgo.NewClient(kgo.SeedBrokers(b.kafka), kgo.ConsumeTopics("t"),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
 	defer reader.Close()
 	var got []string
-	poll, stop := context.WithTimeout(ctx, 5*time.Second)
+	poll, stop := context.WithTimeout(ctx, within)
 	defer stop()
-	for poll.Err() == nil {
+	for len(got) < want && poll.Err() == nil {
 		reader.PollFetches(poll).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
 	}
-	require.Equal(t, []string{"before"}, got, "read_committed after the crash")
-	require.Error(t, endErr, "the commit was reported although the crash aborted its records")
+	return got
 }
