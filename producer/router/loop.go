@@ -79,6 +79,32 @@ func (l *loop) fetchErrors(ctx context.Context, fetches kgo.Fetches) error {
 	return nil
 }
 
+// gather polls more records into recs until it holds MaxPollRecords or
+// until comes (see Config.TransactionInterval). kgo fetches again only once
+// its buffered fetch is polled, so the records are gathered by polling, not
+// by pausing before the poll: a pause would add a fetch's round trip after
+// it. An empty recs is returned as it is: the poll returned for an error,
+// and there is nothing to hold back.
+func (l *loop) gather(ctx context.Context, recs []*kgo.Record, until time.Time) ([]*kgo.Record, error) {
+	for len(recs) > 0 && len(recs) < l.r.cfg.MaxPollRecords {
+		wait := time.Until(until)
+		if wait <= 0 {
+			break
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fetches := l.s.PollRecords(pctx, l.r.cfg.MaxPollRecords-len(recs))
+		cancel()
+		if fetches.IsClientClosed() {
+			break
+		}
+		if err := l.fetchErrors(ctx, fetches); err != nil {
+			return recs, err
+		}
+		recs = append(recs, fetches.Records()...)
+	}
+	return recs, nil
+}
+
 // route fans out recs in one transaction that also commits their offsets
 // and their dedupe changelog records: all of it is visible to read_committed
 // readers, or none. A transaction that does not commit (a failed produce, a

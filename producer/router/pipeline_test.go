@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -155,4 +156,41 @@ func (e *env) holdEndTxn(t *testing.T, skip int64) (held *atomic.Int64, let func
 		return nil, nil, false
 	})
 	return held, let
+}
+
+// Events that arrive within TransactionInterval of a transaction's start
+// wait for the next one together: after the first event's transaction, 20
+// events produced one at a time (each acknowledged before the next) are
+// fanned out in one more transaction, where starting one per poll makes
+// several. EndTxn requests are counted at the broker.
+func TestEventsArrivingWithinTheIntervalShareATransaction(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.endpoint(t, "ep_a", "acct_1", endpoint.StatusActive)
+	var ends atomic.Int64
+	e.kafka.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.kafka.KeepControl()
+		ends.Add(1)
+		return nil, nil, false
+	})
+	r, err := router.New(router.Config{Topics: e.names, TransactionInterval: time.Second}, router.Deps{Endpoints: e.index,
+		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(e.kafka.Addrs...)}, Logger: e.logger, Registerer: e.reg})
+	require.NoError(t, err)
+	run(t, r.Run)
+	cl := e.kafka.Client(t)
+	produce := func(i int) {
+		v := fmt.Sprintf(`{"id":"evt_%d","account":"acct_1","type":"invoice.paid"}`, i)
+		require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: e.names.Events, Key: []byte("k"), Value: []byte(v)}).FirstErr())
+	}
+
+	produce(0)
+	require.Len(t, consume(t, e.kafka, e.names.Deliveries, 1, 15*time.Second), 1)
+	first := ends.Load()
+	start := time.Now()
+	for i := 1; i <= 20; i++ {
+		produce(i)
+	}
+	require.Less(t, time.Since(start), 900*time.Millisecond, "producing took longer than the interval: the test proves nothing")
+	require.Len(t, consume(t, e.kafka, e.names.Deliveries, 21, 15*time.Second), 21)
+	require.Equal(t, int64(1), ends.Load()-first, "transactions for the 20 events")
 }

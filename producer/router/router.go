@@ -3,10 +3,11 @@
 // their reason and original bytes, and turns each valid event into one
 // delivery record per subscribed endpoint of its account (disabled ones
 // too: the dispatcher dead-letters those, so they can be resent) on the
-// deliveries topic (key = endpoint id). Each polled batch is one Kafka
-// transaction (franz-go's GroupTransactSession): its delivery records,
-// dead letters, dedupe changelog records and the events-topic offsets are
-// committed together or not at all, so a read_committed reader sees every
+// deliveries topic (key = endpoint id). Each batch (a poll, and what
+// arrives within TransactionInterval of the previous transaction's start)
+// is one Kafka transaction (franz-go's GroupTransactSession): its delivery
+// records, dead letters, dedupe changelog records and the events-topic
+// offsets are committed together or not at all, so a read_committed reader sees every
 // event fanned out exactly once whatever crashes. An event repeated on
 // the ingress topic (same account and id, same partition, within the
 // dedupe window) is dropped and counted; the state that decides it is kept
@@ -128,6 +129,20 @@ type Config struct {
 	// TransactionalID. It must exceed the time to fan out one batch; at
 	// most the broker's transaction.max.timeout.ms. Defaults to 30s.
 	TransactionTimeout time.Duration
+	// TransactionInterval is the least time between the starts of two
+	// transactions: a batch smaller than MaxPollRecords keeps polling
+	// until TransactionInterval after the previous transaction began, and
+	// what arrives meanwhile joins it. Each transaction costs Kafka about
+	// five requests and a marker on every partition it wrote, and wakes
+	// every read_committed reader of those partitions; at a few thousand
+	// events a second, starting one per poll made most of the embedded
+	// broker's requests and lengthened every other stage's tail. It adds
+	// up to TransactionInterval to the route stage. Between 0 and 1s;
+	// negative starts each transaction as soon as the previous one ends.
+	// Defaults to 20ms (hookbench at 3,000 deliveries/s: commit-to-receiver
+	// p99 median 130 ms in four runs against 224 in five without, p50 5 to
+	// 10 ms more).
+	TransactionInterval time.Duration
 	// DedupeWindow is how long an event (account and id) is remembered
 	// after it was fanned out: a repeat whose record timestamp is within
 	// DedupeWindow of the first one's, read from the same events
@@ -171,6 +186,9 @@ func (c *Config) setDefaults() {
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 30 * time.Second
 	}
+	if c.TransactionInterval == 0 {
+		c.TransactionInterval = 20 * time.Millisecond
+	}
 	if c.DedupeWindow == 0 {
 		c.DedupeWindow = time.Hour
 	}
@@ -199,6 +217,8 @@ func (c *Config) validate() error {
 		return errors.New("router dedupe topic: must be set")
 	case c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute:
 		return fmt.Errorf("router transaction timeout: must be between 1s and 15m, got %s", c.TransactionTimeout)
+	case c.TransactionInterval > time.Second:
+		return fmt.Errorf("router transaction interval: must be at most 1s, got %s", c.TransactionInterval)
 	case c.DedupeWindow < time.Minute || c.DedupeWindow > MaxDedupeWindow:
 		return fmt.Errorf("router dedupe window: must be between 1m and %s, got %s", MaxDedupeWindow, c.DedupeWindow)
 	case c.DedupeMaxKeys < 1000:
@@ -387,19 +407,25 @@ func (r *Router) session(ctx context.Context) error {
 	r.dd.reset()
 
 	l := r.newLoop(s)
+	var began time.Time
 	for {
 		fetches := s.PollRecords(ctx, r.cfg.MaxPollRecords)
 		if fetches.IsClientClosed() {
 			return nil
 		}
 		err := l.fetchErrors(ctx, fetches)
+		recs := fetches.Records()
 		if err == nil {
-			err = l.route(ctx, fetches.Records())
+			recs, err = l.gather(ctx, recs, began.Add(r.cfg.TransactionInterval))
+		}
+		if err == nil {
+			began = time.Now()
+			err = l.route(ctx, recs)
 		}
 		s.AllowRebalance()
 		switch {
 		case err != nil && ctx.Err() != nil:
-			r.logger.WarnContext(ctx, "router stopped with a batch not committed; it will be read again", "records", len(fetches.Records()), "error", err.Error())
+			r.logger.WarnContext(ctx, "router stopped with a batch not committed; it will be read again", "records", len(recs), "error", err.Error())
 			return nil
 		case err != nil:
 			return err
