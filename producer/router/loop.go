@@ -80,7 +80,8 @@ func (l *loop) fetchErrors(ctx context.Context, fetches kgo.Fetches) error {
 }
 
 // gather polls more records into recs until it holds MaxPollRecords or
-// until comes (see Config.TransactionInterval). kgo fetches again only once
+// the time until has come (Config.TransactionInterval after the previous
+// transaction's start). kgo fetches again only once
 // its buffered fetch is polled, so the records are gathered by polling, not
 // by pausing before the poll: a pause would add a fetch's round trip after
 // it. An empty recs is returned as it is: the poll returned for an error,

@@ -7,8 +7,8 @@
 // arrives within TransactionInterval of the previous transaction's start)
 // is one Kafka transaction (franz-go's GroupTransactSession): its delivery
 // records, dead letters, dedupe changelog records and the events-topic
-// offsets are committed together or not at all, so a read_committed reader sees every
-// event fanned out exactly once whatever crashes. An event repeated on
+// offsets are committed together or not at all, so a read_committed reader
+// sees every event fanned out exactly once whatever crashes. An event repeated on
 // the ingress topic (same account and id, same partition, within the
 // dedupe window) is dropped and counted; the state that decides it is kept
 // in a compacted changelog topic and read back when a partition is
