@@ -8,11 +8,11 @@
 // is one Kafka transaction (franz-go's GroupTransactSession): its delivery
 // records, dead letters, dedupe changelog records and the events-topic
 // offsets are committed together or not at all, so a read_committed reader
-// sees every event fanned out exactly once whatever crashes. An event repeated on
-// the ingress topic (same account and id, same partition, within the
-// dedupe window) is dropped and counted; the state that decides it is kept
-// in a compacted changelog topic and read back when a partition is
-// assigned (dedupe.go). Both ingress paths (the outbox relay and producers
+// sees every event fanned out exactly once whatever crashes. An event
+// repeated on the ingress topic (same account and id, same partition,
+// within the dedupe window) is dropped and counted; the state that decides
+// it is kept in a compacted changelog topic and read back when a
+// partition is assigned (dedupe.go). Both ingress paths (the outbox relay and producers
 // writing to the events topic) come through here. It never sends HTTP and
 // never touches Postgres: the 'pending' delivery rows are written by the
 // attempt-log writer from the deliveries topic, so a Postgres outage does
