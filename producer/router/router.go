@@ -1,31 +1,30 @@
 // Package router owns the fan-out stage: a consumer group on the events
 // topic that validates each envelope, dead-letters the invalid ones with
 // their reason and original bytes, and turns each valid event into one
-// delivery record per subscribed endpoint of its account (disabled ones
-// too: the dispatcher dead-letters those, so they can be resent) on the
-// deliveries topic (key = endpoint id). Each batch (a poll, and what
-// arrives within TransactionInterval of the previous transaction's start)
-// is one Kafka transaction (franz-go's GroupTransactSession): its delivery
-// records, dead letters, dedupe changelog records and the events-topic
-// offsets are committed together or not at all, so a read_committed reader
-// sees every event fanned out exactly once whatever crashes. An event
-// repeated on the ingress topic (same account and id, same partition,
-// within the dedupe window) is dropped and counted; the state that decides
-// it is kept in a compacted changelog topic and read back when a
-// partition is assigned (dedupe.go). Both ingress paths (the outbox relay and producers
-// writing to the events topic) come through here. It never sends HTTP and
-// never touches Postgres: the 'pending' delivery rows are written by the
-// attempt-log writer from the deliveries topic, so a Postgres outage does
-// not stop fan-out. An oversize envelope (or an invalid one in a record
-// over the limit with its key and headers, whose summary keeps 512 bytes
-// of its key) is dead-lettered as a summary (deadletter.SummaryRecord:
-// size, limit, id, account and type when readable) rather than a copy: the
-// copy plus the dead-letter headers could exceed the record limit and be
-// refused forever, while the original stays readable at its origin offset.
-// With Deps.Schemas (hookd --validate-event-schemas) it also checks each
-// event's data against its type's JSON Schema from the event-type
-// catalogue, held in memory, and dead-letters a mismatch as
-// schema_violation.
+// delivery record per subscribed endpoint of its account (disabled ones too:
+// the dispatcher dead-letters those, so they can be resent) on the
+// deliveries topic (key = endpoint id). Each batch (a poll, and what arrives
+// within TransactionInterval of the previous transaction's start) is one
+// Kafka transaction (franz-go's GroupTransactSession): its delivery records,
+// dead letters, dedupe changelog records and the events-topic offsets are
+// committed together or not at all, so a read_committed reader sees every
+// event fanned out exactly once whatever crashes. An event repeated on the
+// ingress topic (same account and id, same partition, within the dedupe
+// window) is dropped and counted; the state that decides it is kept in a
+// compacted changelog topic and read back when a partition is assigned
+// (dedupe.go). Both ingress paths (the outbox relay and producers writing to
+// the events topic) come through here. It never sends HTTP and never touches
+// Postgres: the 'pending' delivery rows are written by the attempt-log
+// writer from the deliveries topic, so a Postgres outage does not stop
+// fan-out. An oversize envelope (or an invalid one in a record over the
+// limit with its key and headers, whose summary keeps 512 bytes of its key)
+// is dead-lettered as a summary (deadletter.SummaryRecord: size, limit, id,
+// account and type when readable) rather than a copy: the copy plus the
+// dead-letter headers could exceed the record limit and be refused forever,
+// while the original stays readable at its origin offset. With Deps.Schemas
+// (hookd --validate-event-schemas) it also checks each event's data against
+// its type's JSON Schema from the event-type catalogue, held in memory, and
+// dead-letters a mismatch as schema_violation.
 //
 // Applications should not import this package: it is hookd's own code, with no compatibility promise.
 package router
