@@ -30,7 +30,17 @@ type Percentiles struct {
 	// (latency phases only): the outbox's adds the relay's hop.
 	Outbox  *Percentiles `json:"outbox,omitempty"`
 	Ingress *Percentiles `json:"ingress,omitempty"`
+	// First and After split the same by commit time (latency phases
+	// only): the events committed in the phase's first StartWindow, when
+	// the load steps up from an idle stack, and the rest.
+	First *Percentiles `json:"first_5s,omitempty"`
+	After *Percentiles `json:"after_5s,omitempty"`
 }
+
+// StartWindow is the start of a latency phase reported apart: the load
+// steps from an idle stack (the wait for idle before every phase) to its
+// rate, and what warms up then shows in the tail.
+const StartWindow = 5 * time.Second
 
 // ProcResult is one process's resource use over the saturation phase.
 type ProcResult struct {
@@ -879,7 +889,7 @@ func (b *bench) latency(ctx context.Context, s *stack, pct float64) (*Percentile
 	for _, e := range s.endpoints {
 		acctEP[e.Account] = e.ID
 	}
-	var lat, outbox, ingress []float64
+	var lat, outbox, ingress, first, after []float64
 	var times []time.Time
 	l.Each(func(id string, e chaos.EventInfo) {
 		if e.State != chaos.StateCommitted {
@@ -893,12 +903,18 @@ func (b *bench) latency(ctx context.Context, s *stack, pct float64) (*Percentile
 			} else {
 				ingress = append(ingress, ms)
 			}
+			if e.At.Sub(start) < StartWindow {
+				first = append(first, ms)
+			} else {
+				after = append(after, ms)
+			}
 			times = append(times, t)
 		}
 	})
 	p := percentiles(lat)
 	p.RateS = rate
 	p.Outbox, p.Ingress = percentiles(outbox), percentiles(ingress)
+	p.First, p.After = percentiles(first), percentiles(after)
 	b.res.Series[name] = series(times, start)
 	b.res.cdf[fmt.Sprintf("%.0f%% of saturation", pct*100)] = lat
 	b.cfg.Logger.Info("hookbench: latency", "load", name, "rate", int(rate), "p50_ms", p.P50, "p99_ms", p.P99, "p999_ms", p.P999)

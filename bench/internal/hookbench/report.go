@@ -141,6 +141,10 @@ func (r *Results) mainTable(b *strings.Builder) {
 				fmt.Fprintf(b, "| the same by origin: outbox (through the relay) p50 / p99; ingress p50 / p99 ms | %.1f / %.1f; %.1f / %.1f | | |\n",
 					o.P50, o.P99, i.P50, i.P99)
 			}
+			if f, a := l.p.First, l.p.After; f != nil && a != nil && f.N > 0 && a.N > 0 {
+				fmt.Fprintf(b, "| the same by commit time: the phase's first %s p50 / p99; after it p50 / p99 ms | %.1f / %.1f; %.1f / %.1f | | |\n",
+					StartWindow, f.P50, f.P99, a.P50, a.P99)
+			}
 		}
 	}
 	r.tenancyRows(b)
