@@ -85,9 +85,11 @@ func (l *loop) fetchErrors(ctx context.Context, fetches kgo.Fetches) error {
 // its buffered fetch is polled, so the records are gathered by polling, not
 // by pausing before the poll: a pause would add a fetch's round trip after
 // it. An empty recs is returned as it is: the poll returned for an error,
-// and there is nothing to hold back.
+// and there is nothing to hold back. Nor is anything gathered once ctx has
+// ended: a poll then returns at once (fetchErrors ignores its error), so
+// the loop would spin until until.
 func (l *loop) gather(ctx context.Context, recs []*kgo.Record, until time.Time) ([]*kgo.Record, error) {
-	for len(recs) > 0 && len(recs) < l.r.cfg.MaxPollRecords {
+	for len(recs) > 0 && len(recs) < l.r.cfg.MaxPollRecords && ctx.Err() == nil {
 		wait := time.Until(until)
 		if wait <= 0 {
 			break

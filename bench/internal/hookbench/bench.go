@@ -32,7 +32,8 @@ type Percentiles struct {
 	Ingress *Percentiles `json:"ingress,omitempty"`
 	// First and After split the same by commit time (latency phases
 	// only): the events committed in the phase's first StartWindow, when
-	// the load steps up from an idle stack, and the rest.
+	// the load steps up from an idle stack, and the rest. The JSON names
+	// say 5s: change them with StartWindow.
 	First *Percentiles `json:"first_5s,omitempty"`
 	After *Percentiles `json:"after_5s,omitempty"`
 }
