@@ -567,7 +567,7 @@ func (s *Store) WriteAttempts(ctx context.Context, p WriteAttemptsParams) (Write
 	if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(staged), copyAttemptsIn); err != nil {
 		return res, wrapWriteError("copying attempts", err)
 	}
-	positions, err := stagePositions(ctx, tx, p.Pending)
+	positions, err := stagePositions(ctx, tx, p.Pending, p.Records)
 	if err != nil {
 		return res, err
 	}

@@ -54,7 +54,7 @@ func (s *Store) WritePendingDeliveries(ctx context.Context, ds []PendingDelivery
 	if _, err := tx.Exec(ctx, createStaging); err != nil {
 		return nil, wrapWriteError("creating staging tables", err)
 	}
-	positions, err := stagePositions(ctx, tx, ds)
+	positions, err := stagePositions(ctx, tx, ds, nil)
 	if err != nil {
 		return nil, err
 	}

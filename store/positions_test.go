@@ -87,3 +87,47 @@ func TestWriteAttemptsRecordPositions(t *testing.T) {
 	writeBatch([]store.PendingDelivery{theirs}, retry("other", 2))
 	require.Empty(t, position(t, db, "mine"))
 }
+
+// TestWriteAttemptsFirstAttemptHoldsItsSource: a first attempt read before
+// its delivery record creates the row with that record's position (the
+// attempt's source), so the record read later writes nothing: the row is
+// not updated (its xmin stays). A replay's or a retry's attempt leaves its
+// source out (a copy of the record).
+func TestWriteAttemptsFirstAttemptHoldsItsSource(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	addEndpoint(t, db, "ep1")
+	ctx := context.Background()
+	sourced := func(d string, n int, off int64) *attempt.Record {
+		r := rec(d, "ep1", n, attempt.OutcomeDelivered, attempt.NextDone)
+		r.Source = &attempt.Position{Topic: "webhooks.deliveries", Partition: 0, Offset: off}
+		return r
+	}
+	writeBatch := func(ps []store.PendingDelivery, recs ...*attempt.Record) {
+		t.Helper()
+		_, err := db.Store.WriteAttempts(ctx, store.WriteAttemptsParams{Records: recs, Pending: ps, Now: t0, DisableAfter: 72 * time.Hour})
+		require.NoError(t, err)
+	}
+	xmin := func(d string) string {
+		t.Helper()
+		var x string
+		require.NoError(t, db.Store.Pool().QueryRow(ctx, `SELECT xmin::text FROM webhooks.deliveries WHERE id = $1`, d).Scan(&x))
+		return x
+	}
+
+	writeBatch(nil, sourced("first", 1, 60), sourced("first2", 1, 61))
+	require.Equal(t, "webhooks.deliveries/0/60", position(t, db, "first"))
+	require.Equal(t, "webhooks.deliveries/0/61", position(t, db, "first2"))
+	before, before2 := xmin("first"), xmin("first2")
+	writeBatch([]store.PendingDelivery{pending("first", 60)}, sourced("other", 1, 62))
+	_, err := db.Store.WritePendingDeliveries(ctx, []store.PendingDelivery{pending("first2", 61)})
+	require.NoError(t, err)
+	require.Equal(t, before, xmin("first"), "the record read after its attempt updated the row")
+	require.Equal(t, before2, xmin("first2"), "the record read after its attempt updated the row")
+
+	replayed := sourced("replayed", 1, 70)
+	replayed.ReplayID = "rpl_1"
+	writeBatch(nil, replayed, sourced("retried", 2, 71))
+	require.Empty(t, position(t, db, "replayed"))
+	require.Empty(t, position(t, db, "retried"))
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/attempt"
 )
 
 // copyPositionsIn stages a batch's record positions (stagePositions's
@@ -15,22 +17,38 @@ import (
 // encoding and Postgres their parsing, twice a batch.
 const copyPositionsIn = `COPY hookd_positions_in (id, account, topic, part, off) FROM STDIN (FORMAT binary)`
 
-// stagePositions stages the known positions of ds and returns how many
-// there are.
-func stagePositions(ctx context.Context, tx pgx.Tx, ds []PendingDelivery) (int, error) {
-	c := newCopyBinary(len(ds) * 96)
+// stagePositions stages the known positions of ds, and of the delivery
+// records the first attempts among recs were made for, and returns how
+// many there are. An attempt's source is the record its pending row would
+// stage (the router's, a test event's), so a row the attempt creates holds
+// its position from the start even when the writer reads the attempt
+// before the delivery record: otherwise that record, read later, moved the
+// row again for its position alone, and that update, with no free space
+// on the row's page, wrote every index of webhooks.deliveries anew (0.1
+// updates per delivery at hookbench's saturation, 2026-12-07). A replay's
+// attempt or a retry's never stages its source: that record is a copy.
+func stagePositions(ctx context.Context, tx pgx.Tx, ds []PendingDelivery, recs []*attempt.Record) (int, error) {
+	c := newCopyBinary((len(ds) + len(recs)) * 96)
 	n := 0
-	for _, d := range ds {
-		if d.Topic == "" {
-			continue
-		}
+	stage := func(id, account, topic string, part int32, off int64) {
 		n++
 		c.tuple(5)
-		c.text(d.ID)
-		c.text(d.Account)
-		c.text(d.Topic)
-		c.int4(d.Partition)
-		c.int8(d.Offset)
+		c.text(id)
+		c.text(account)
+		c.text(topic)
+		c.int4(part)
+		c.int8(off)
+	}
+	for _, d := range ds {
+		if d.Topic != "" {
+			stage(d.ID, d.Account, d.Topic, d.Partition, d.Offset)
+		}
+	}
+	for _, r := range recs {
+		if firstRead(r) {
+			stage(cleanAttemptText(r.DeliveryID), cleanAttemptText(r.Account), cleanAttemptText(r.Source.Topic),
+				r.Source.Partition, r.Source.Offset)
+		}
 	}
 	if n == 0 {
 		return 0, nil
@@ -39,6 +57,12 @@ func stagePositions(ctx context.Context, tx pgx.Tx, ds []PendingDelivery) (int, 
 		return 0, wrapWriteError(fmt.Sprintf("staging the positions of %d delivery records", n), err)
 	}
 	return n, nil
+}
+
+// firstRead says whether r was made for the first record of its delivery
+// read (its first attempt, not a replay's), with that record's position.
+func firstRead(r *attempt.Record) bool {
+	return r != nil && r.Attempt == 1 && r.ReplayID == "" && r.Source != nil && r.Source.Topic != ""
 }
 
 // stagedPositions is, as a subquery, the staged record positions that
