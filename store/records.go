@@ -39,13 +39,23 @@ func stagePositions(ctx context.Context, tx pgx.Tx, ds []PendingDelivery, recs [
 		c.int4(part)
 		c.int8(off)
 	}
+	type key struct{ id, account string }
+	var staged map[key]bool
+	if len(recs) > 0 {
+		staged = make(map[key]bool, len(ds))
+	}
 	for _, d := range ds {
 		if d.Topic != "" {
 			stage(d.ID, d.Account, d.Topic, d.Partition, d.Offset)
+			if staged != nil {
+				staged[key{d.ID, d.Account}] = true
+			}
 		}
 	}
 	for _, r := range recs {
-		if firstRead(r) {
+		// The usual batch holds the record with its first attempt: the
+		// record's position is staged already, the same one.
+		if firstRead(r) && !staged[key{r.DeliveryID, r.Account}] {
 			stage(cleanAttemptText(r.DeliveryID), cleanAttemptText(r.Account), cleanAttemptText(r.Source.Topic),
 				r.Source.Partition, r.Source.Offset)
 		}
