@@ -38,6 +38,10 @@ type ClusterConfig struct {
 	// Env is added to every process's environment (KEY=value), for
 	// example SSL_CERT_FILE to trust a test CA. Defaults to none.
 	Env []string
+	// RelayDatabaseURL is the relay's database when the application's
+	// outbox lives on another database or server than hookd's store
+	// (migrated too, by Migrate). Defaults to DatabaseURL.
+	RelayDatabaseURL string
 	// AllInOne runs one `hookd run` (every role and the embedded broker,
 	// persisted in Dir, in one process named RoleRun) instead of a broker
 	// and a process per role: the deployment a kill -9 takes down whole.
@@ -101,6 +105,9 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Bin == "" || cfg.DatabaseURL == "" || cfg.Dir == "" {
 		return nil, errors.New("chaos: ClusterConfig needs Bin, DatabaseURL and Dir")
 	}
+	if cfg.AllInOne && cfg.RelayDatabaseURL != "" && cfg.RelayDatabaseURL != cfg.DatabaseURL {
+		return nil, errors.New("chaos: RelayDatabaseURL needs a relay process of its own, not AllInOne")
+	}
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -134,11 +141,22 @@ func (c *Cluster) Start(ctx context.Context) error {
 	return nil
 }
 
-// Migrate runs `hookd migrate` (idempotent).
+// Migrate runs `hookd migrate` (idempotent) on the store's database and,
+// when it is another one, on the relay's.
 func (c *Cluster) Migrate(ctx context.Context) error {
+	if err := c.migrate(ctx, "migrate", c.cfg.DatabaseURL); err != nil {
+		return err
+	}
+	if u := c.cfg.RelayDatabaseURL; u != "" && u != c.cfg.DatabaseURL {
+		return c.migrate(ctx, "migrate-relay", u)
+	}
+	return nil
+}
+
+func (c *Cluster) migrate(ctx context.Context, name, dbURL string) error {
 	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	p, err := StartProc("migrate", c.cfg.Bin, c.cfg.Env, c.logPath("migrate"), "migrate", "--database-url", c.cfg.DatabaseURL)
+	p, err := StartProc(name, c.cfg.Bin, c.cfg.Env, c.logPath(name), "migrate", "--database-url", dbURL)
 	if err != nil {
 		return err
 	}
@@ -176,8 +194,12 @@ func (c *Cluster) args(name string) ([]string, error) {
 	if strings.HasPrefix(name, "dispatch-") {
 		role = "dispatch"
 	}
+	dbURL := c.cfg.DatabaseURL
+	if role == RoleRelay && c.cfg.RelayDatabaseURL != "" {
+		dbURL = c.cfg.RelayDatabaseURL
+	}
 	args := []string{"--log-level", c.cfg.LogLevel, role,
-		"--database-url", c.cfg.DatabaseURL, "--no-migrate",
+		"--database-url", dbURL, "--no-migrate",
 		"--partitions", strconv.Itoa(c.cfg.Partitions), "--retry-schedule", c.cfg.RetrySchedule,
 		"--listen", listen}
 	if role == RoleRun {

@@ -24,6 +24,7 @@ func main() {
 	var cfg hookbench.Config
 	var skip, phases, mem, pg string
 	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres server (wal_level=logical) to create benchmark databases on (DATABASE_URL)")
+	flag.StringVar(&cfg.OutboxDatabaseURL, "outbox-database-url", "", "a second Postgres server (wal_level=logical) for the application's outbox: the generator commits outbox events there and the relay streams from it, the other roles use --database-url (default: none, one server)")
 	flag.StringVar(&cfg.Out, "out", "bench-results", "directory for results.md, results.json, throughput.png and latency_cdf.png")
 	flag.IntVar(&cfg.Endpoints, "endpoints", 1000, "receiver endpoints, one account each")
 	flag.IntVar(&cfg.Receivers, "receivers", 4, "receiver servers on 127.0.0.1")

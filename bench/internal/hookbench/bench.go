@@ -71,6 +71,9 @@ type Results struct {
 		Scheme string `json:"scheme"`
 		// LatencySaturation is Config.LatencySaturation (0: the measured rate).
 		LatencySaturation float64 `json:"latency_saturation,omitempty"`
+		// OutboxServer says the outbox was on a second Postgres server
+		// (Config.OutboxDatabaseURL).
+		OutboxServer bool `json:"outbox_server,omitempty"`
 	} `json:"config"`
 	// Saturation: end-to-end deliveries/s with the offered load above
 	// capacity; GeneratedRate is what the generator managed to commit.
@@ -228,6 +231,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	c.Endpoints, c.Receivers, c.LatencyMs, c.FailRate = cfg.Endpoints, cfg.Receivers, float64(cfg.Latency)/1e6, cfg.FailRate
 	c.Dispatchers, c.Partitions, c.OutboxShare, c.OfferedRate = cfg.Dispatchers, cfg.Partitions, cfg.OutboxShare, cfg.OfferedRate
 	c.InsertBatch, c.Scheme, c.LatencySaturation = cfg.InsertBatch, cfg.Scheme, cfg.LatencySaturation
+	c.OutboxServer = cfg.OutboxDatabaseURL != ""
 	if cfg.Scheme == SchemeHTTPS {
 		if b.tls, err = newReceiverTLS(binDir); err != nil {
 			return nil, err
@@ -584,7 +588,7 @@ func (b *bench) runLoadN(ctx context.Context, s *stack, name string, rate float6
 	}()
 	defer close(done)
 	lctx, cancel := context.WithTimeout(ctx, d)
-	_, err := chaos.RunLoad(lctx, chaos.LoadConfig{Pool: s.pool, Kafka: s.kafka, EventsTopic: "webhooks.events",
+	_, err := chaos.RunLoad(lctx, chaos.LoadConfig{Pool: s.outbox, Kafka: s.kafka, EventsTopic: "webhooks.events",
 		Accounts: accts, Rate: rate, Total: total, BatchSize: batch, OutboxShare: b.cfg.OutboxShare, Workers: 16,
 		Prefix: name, PayloadBytes: 200}, l)
 	cancel()

@@ -48,6 +48,14 @@ type Config struct {
 	// benchmark creates and drops databases of its own. Empty uses the
 	// standard PG* variables (what pg_virtualenv sets).
 	DatabaseURL string
+	// OutboxDatabaseURL, when set, is a second Postgres server
+	// (wal_level=logical) for the application's outbox: each installation
+	// gets a database there too, the generator commits its outbox events
+	// to it and the relay streams from it, while every other role uses
+	// DatabaseURL: the deployment where the outbox is in the application's
+	// database and hookd's store on a server of its own. Postgres CPU
+	// figures count DatabaseURL's server only. Defaults to none.
+	OutboxDatabaseURL string
 	// Out is the directory for results.md, results.json and the PNGs.
 	// Defaults to "bench-results".
 	Out string
@@ -299,13 +307,17 @@ type endpointInfo struct {
 // stack is one fresh hookd installation: a database, a broker data
 // directory, the processes, the receivers and the endpoints.
 type stack struct {
-	cfg       *Config
-	dbURL     string
-	dropDB    func()
-	cluster   *chaos.Cluster
-	pool      *pgxpool.Pool
-	kafka     *kgo.Client
-	receivers []*chaos.Receiver
+	cfg     *Config
+	dbURL   string
+	dropDB  func()
+	cluster *chaos.Cluster
+	pool    *pgxpool.Pool
+	// outbox is the generator's pool for outbox events: pool, or the
+	// OutboxDatabaseURL database's.
+	outbox       *pgxpool.Pool
+	dropOutboxDB func()
+	kafka        *kgo.Client
+	receivers    []*chaos.Receiver
 	// conns counts each receiver's connections and TLS handshakes.
 	conns     []*connStats
 	endpoints []endpointInfo
@@ -362,9 +374,13 @@ func (b *bench) newStack(ctx context.Context, p stackParams) (*stack, error) {
 		// hookd flag.
 		env = append(env, "SSL_CERT_FILE="+b.tls.CAFile)
 	}
+	relayURL, err := s.outboxDatabase(ctx)
+	if err != nil {
+		return nil, err
+	}
 	s.cluster, err = chaos.NewCluster(chaos.ClusterConfig{Bin: b.bin, DatabaseURL: dbURL, Dir: s.dir,
 		Partitions: p.partitions, Dispatchers: p.dispatchers, RetrySchedule: "1s,2s,4s,8s",
-		RequestTimeout: p.timeout, LogLevel: "warn", Env: env})
+		RequestTimeout: p.timeout, LogLevel: "warn", Env: env, RelayDatabaseURL: relayURL})
 	if err != nil {
 		return nil, err
 	}
@@ -379,6 +395,11 @@ func (b *bench) newStack(ctx context.Context, p stackParams) (*stack, error) {
 	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
+	}
+	if s.outbox = s.pool; relayURL != "" {
+		if s.outbox, err = pgxpool.New(ctx, relayURL); err != nil {
+			return nil, err
+		}
 	}
 	for range p.receivers {
 		st := newConnStats()
@@ -449,15 +470,36 @@ func (s *stack) close() {
 	for _, rc := range s.receivers {
 		rc.Close()
 	}
+	if s.outbox != nil && s.outbox != s.pool {
+		s.outbox.Close()
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}
 	if s.dropDB != nil {
 		s.dropDB()
 	}
+	if s.dropOutboxDB != nil {
+		s.dropOutboxDB()
+	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
+}
+
+// outboxDatabase creates the installation's outbox database on
+// Config.OutboxDatabaseURL's server and returns its URL, or "" without
+// one (the outbox is then in the store's database).
+func (s *stack) outboxDatabase(ctx context.Context) (string, error) {
+	if s.cfg.OutboxDatabaseURL == "" {
+		return "", nil
+	}
+	u, drop, err := createDatabase(ctx, s.cfg.OutboxDatabaseURL)
+	if err != nil {
+		return "", fmt.Errorf("outbox server: %w", err)
+	}
+	s.dropOutboxDB = drop
+	return u, nil
 }
 
 func (s *stack) accounts() []string {

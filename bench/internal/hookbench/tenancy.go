@@ -94,7 +94,7 @@ func (b *bench) tenancyRun(ctx context.Context, s *stack, name string, abusive b
 		go func() {
 			defer close(abuseDone)
 			defer cancel()
-			_, err := chaos.RunLoad(actx, chaos.LoadConfig{Pool: s.pool, Kafka: s.kafka, EventsTopic: "webhooks.events",
+			_, err := chaos.RunLoad(actx, chaos.LoadConfig{Pool: s.outbox, Kafka: s.kafka, EventsTopic: "webhooks.events",
 				Accounts: []string{abusiveAccount}, Rate: b.cfg.TenancyAbuseRate, BatchSize: 5, OutboxShare: b.cfg.OutboxShare,
 				Workers: 4, Prefix: name + "_abuse", PayloadBytes: 200}, abuse)
 			if err != nil {
