@@ -135,6 +135,9 @@ func batchDDL(indexes int) string {
 }
 
 func sameOrOther(c config) string {
+	if c.rows == 0 {
+		return "no database (no batches)"
+	}
 	if c.batchURL == c.url {
 		return "the same database"
 	}

@@ -53,8 +53,9 @@ type Config struct {
 	// gets a database there too, the generator commits its outbox events
 	// to it and the relay streams from it, while every other role uses
 	// DatabaseURL: the deployment where the outbox is in the application's
-	// database and hookd's store on a server of its own. Postgres CPU
-	// figures count DatabaseURL's server only. Defaults to none.
+	// database and hookd's store on a server of its own. Postgres CPU,
+	// rows and WAL figures and the wait for idle count DatabaseURL's
+	// server only. Defaults to none.
 	OutboxDatabaseURL string
 	// Out is the directory for results.md, results.json and the PNGs.
 	// Defaults to "bench-results".

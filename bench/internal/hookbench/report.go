@@ -41,7 +41,7 @@ func (r *Results) Markdown() string {
 	fmt.Fprintf(&b, "%d endpoints on %d receivers over %s (%.0f ms answer, %.0f%% first-attempt 503), %d dispatcher(s), %d partitions, %.0f%% of events through the outbox, %d events per application transaction (saturation and B2); Postgres %s (%s)\n\n",
 		c.Endpoints, c.Receivers, schemeText(c.Scheme), c.LatencyMs, c.FailRate*100, c.Dispatchers, c.Partitions, c.OutboxShare*100, c.InsertBatch, r.Postgres, r.PostgresSettings)
 	if c.OutboxServer {
-		b.WriteString("The outbox on a second Postgres server (--outbox-database-url): the relay streams from it, every other role uses the first; Postgres CPU counts the first server only.\n\n")
+		b.WriteString("The outbox on a second Postgres server (--outbox-database-url): the relay streams from it, every other role uses the first; Postgres CPU, rows, WAL and the wait for idle count the first server only.\n\n")
 	}
 	if c.LatencySaturation > 0 {
 		fmt.Fprintf(&b, "Latency phases at 50%% and 90%% of %.0f deliveries/s (--latency-saturation), not of the saturation this run measured.\n\n", c.LatencySaturation)
